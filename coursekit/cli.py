@@ -1,0 +1,33 @@
+"""Command line: python -m coursekit <command> ... (the Makefile's targets call these)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import build
+
+
+def _release(args) -> int:
+    start = time.monotonic()
+    build.build(build.Assignment(args.assignment), execute_solutions=not args.no_execute)
+    print(f"[build] done in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coursekit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", help="regenerate student/, solutions/, autograder/ from assignments/")
+    p.add_argument("assignment", nargs="?", default="hw07")
+    p.add_argument("--no-execute", action="store_true", help="do not run the solution notebook (faster, no figures)")
+    p.set_defaults(func=_release)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
