@@ -11,7 +11,7 @@ from . import build
 
 def _release(args) -> int:
     start = time.monotonic()
-    build.build(build.Assignment(args.assignment), execute_solutions=not args.no_execute)
+    build.build(build.Assignment(args.assignment), out_root=args.out, execute_solutions=not args.no_execute)
     print(f"[build] done in {time.monotonic() - start:.1f} s")
     return 0
 
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("release", help="regenerate student/, solutions/, autograder/ from assignments/")
     p.add_argument("assignment", nargs="?", default="hw07")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the releases under this folder instead of the repository (for trial builds)")
     p.add_argument("--no-execute", action="store_true", help="do not run the solution notebook (faster, no figures)")
     p.set_defaults(func=_release)
 

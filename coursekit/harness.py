@@ -1,0 +1,187 @@
+"""Misconception harness: grade buggy (and correct alternative) variants of the solution.
+
+A `Variant` is replacement source for one or more top-level names of the
+solution notebook (functions or constants). `inject` swaps those definitions
+in the solution notebook; `grade_variants` grades the resulting notebooks with
+the built autograder through `grading.grade_many` (real otter, separate
+processes) and reports, per variant, its question's score and failure output.
+
+Variants of different questions are packed into one notebook to save kernel
+starts; every question without a variant in that notebook must keep full
+marks, or the harness raises (the variants would be interfering).
+
+Catalogues live next to the assignment: assignments/<hw>/misconceptions/qN.py,
+each defining VARIANTS = [Variant(...), ...].
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import importlib.util
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import grading
+from .build import Assignment
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str                 # "M9", or a short name for a correct alternative ("einsum")
+    question: str           # "q2"
+    source: str             # replacement definitions
+    expect: tuple[str, ...] = ()   # fragments the failure output must contain (case-insensitive)
+    correct: bool = False   # True: a correct alternative that must keep full marks
+    note: str = ""          # what the mistake is, in a few words
+
+    @property
+    def names(self) -> list[str]:
+        return defined_names(self.source)
+
+
+@dataclass
+class VariantResult:
+    variant: Variant
+    score: float
+    max_score: float
+    output: str
+    status: str = "ok"
+    other_questions: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def lost_points(self) -> bool:
+        return self.score < self.max_score - 1e-9
+
+    def missing_fragments(self) -> list[str]:
+        text = self.output.lower()
+        return [f for f in self.variant.expect if f.lower() not in text]
+
+
+class InjectionError(ValueError):
+    pass
+
+
+def defined_names(source: str) -> list[str]:
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def _definition_spans(source: str) -> dict[str, tuple[int, int]]:
+    """name -> (first line, last line), 1-based, of its top-level definition (decorators included)."""
+    spans = {}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return spans
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        for name in defined_names(ast.unparse(node)) if not isinstance(node, ast.Expr) else []:
+            spans[name] = (start, node.end_lineno)
+    return spans
+
+
+def _split_definitions(source: str) -> dict[str, str]:
+    """Replacement source -> its text per top-level definition (imports go with the first)."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    pieces, prelude = {}, []
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        text = "\n".join(lines[start - 1:node.end_lineno])
+        names = defined_names(text)
+        if not names:
+            prelude.append(text)
+            continue
+        pieces[names[0]] = "\n".join(prelude + [text])
+        prelude = []
+        for extra in names[1:]:
+            pieces[extra] = ""
+    return pieces
+
+
+def inject(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+    """A copy of nb whose top-level definitions of the names in `source` are replaced by it."""
+    nb = copy.deepcopy(nb)
+    for name, replacement in _split_definitions(source).items():
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            span = _definition_spans(cell.source).get(name)
+            if span:
+                lines = cell.source.splitlines()
+                cell.source = "\n".join(lines[:span[0] - 1] + replacement.splitlines() + lines[span[1]:])
+                break
+        else:
+            raise InjectionError(f"no top-level definition of {name!r} in the solution notebook")
+    return nb
+
+
+def load_catalogue(assignment: Assignment, questions: list[str] | None = None) -> list[Variant]:
+    variants = []
+    for path in sorted((assignment.source_dir / "misconceptions").glob("q*.py")):
+        spec = importlib.util.spec_from_file_location(f"_catalogue_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        variants.extend(v for v in module.VARIANTS if questions is None or v.question in questions)
+    ids = [(v.question, v.id) for v in variants]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate variant ids: {sorted(duplicates)}")
+    return variants
+
+
+def pack(variants: list[Variant]) -> list[list[Variant]]:
+    """Groups with at most one variant per question and no name replaced twice."""
+    groups: list[list[Variant]] = []
+    for v in variants:
+        for group in groups:
+            if all(v.question != g.question and not set(v.names) & set(g.names) for g in group):
+                group.append(v)
+                break
+        else:
+            groups.append([v])
+    return groups
+
+
+def grade_variants(variants: list[Variant], solution_notebook: Path, autograder_zip: Path,
+                   jobs: int | None = None, timeout: float = grading.DEFAULT_TIMEOUT_S) -> dict[tuple[str, str], VariantResult]:
+    """Grade every variant through the built autograder; keyed by (question, id)."""
+    base = nbformat.read(solution_notebook, as_version=4)
+    groups = pack(variants)
+    with tempfile.TemporaryDirectory(prefix="variants-") as tmp:
+        paths = []
+        for i, group in enumerate(groups):
+            nb = base
+            for v in group:
+                nb = inject(nb, v.source)
+            path = Path(tmp) / f"variant-{i:03d}" / solution_notebook.name
+            path.parent.mkdir()
+            nbformat.write(nb, path)
+            paths.append(path)
+        graded = grading.grade_many(paths, autograder_zip, jobs=jobs, timeout=timeout)
+
+    results = {}
+    for group, result in zip(groups, graded):
+        touched = {v.question for v in group}
+        others = {q: (r.score, r.max_score) for q, r in result.questions.items() if q not in touched}
+        broken = {q: s for q, s in others.items() if s[0] < s[1] - 1e-9}
+        if result.status == "ok" and broken:
+            raise AssertionError(f"variants {[v.id for v in group]} changed the score of questions they do not "
+                                 f"touch: {broken}; their questions share code, so grade them separately")
+        for v in group:
+            q = result.questions.get(v.question)
+            if q is None:
+                results[(v.question, v.id)] = VariantResult(v, 0.0, 0.0, result.message, result.status, others)
+            else:
+                results[(v.question, v.id)] = VariantResult(v, q.score, q.max_score, q.output, result.status, others)
+    return results
