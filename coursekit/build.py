@@ -48,6 +48,7 @@ class Assignment:
 
     name: str
     root: Path = REPO_ROOT
+    only: tuple[str, ...] = ()  # trial builds: question ids to keep (files 00_* and *_qN_* )
 
     @property
     def source_dir(self) -> Path:
@@ -55,7 +56,11 @@ class Assignment:
 
     @property
     def notebook_sources(self) -> list[Path]:
-        return sorted((self.source_dir / "notebook").glob("*.py"))
+        sources = sorted((self.source_dir / "notebook").glob("*.py"))
+        if self.only:
+            sources = [p for p in sources if p.name.startswith("00_")
+                       or any(f"_{q}_" in p.name for q in self.only)]
+        return sources
 
     @property
     def shipped_files(self) -> list[Path]:
