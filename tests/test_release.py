@@ -1,0 +1,190 @@
+"""The release contract: deterministic, fresh, leak-free, full marks for the solution, zero for the stubs."""
+from __future__ import annotations
+
+import re
+import zipfile
+
+import nbformat
+import pytest
+
+from coursekit import build, percent
+
+RELEASE_KINDS = ("student", "solutions", "autograder")
+
+
+def test_rebuild_is_byte_identical(assignment, fresh_builds):
+    first, second = fresh_builds
+    for kind in RELEASE_KINDS:
+        a = build.tree_digest(assignment.release_dirs(first)[kind])
+        b = build.tree_digest(assignment.release_dirs(second)[kind])
+        assert a == b, f"{kind}/ differs between two builds: {sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))}"
+
+
+def test_committed_release_is_fresh(assignment, fresh_builds):
+    fresh, _ = fresh_builds
+    for kind in RELEASE_KINDS:
+        committed = build.tree_digest(assignment.release_dirs()[kind])
+        rebuilt = build.tree_digest(assignment.release_dirs(fresh)[kind])
+        stale = sorted(k for k in committed.keys() | rebuilt.keys() if committed.get(k) != rebuilt.get(k))
+        assert not stale, (f"{kind}/{assignment.name} is stale ({stale[:5]}...): run `make release` "
+                           "and commit the result.")
+
+
+def test_solution_scores_full_marks(release_grades):
+    result = release_grades["solution"]
+    assert result.status == "ok", result.message
+    assert result.questions, "the autograder reported no questions"
+    short = {q: (r.score, r.max_score) for q, r in result.questions.items() if not r.full_marks and r.max_score > 0}
+    assert not short, f"the solution notebook loses points: {short}"
+
+
+def test_untouched_student_notebook_scores_zero(release_grades):
+    result = release_grades["student"]
+    assert result.status == "ok", f"grading the untouched release crashed: {result.message}"
+    nonzero = {q: r.score for q, r in result.questions.items() if r.score != 0}
+    assert not nonzero, f"the untouched student notebook earns points: {nonzero}"
+    assert set(result.questions) == set(release_grades["solution"].questions)
+
+
+# ----------------------------------------------------------------------------- leaks
+
+MIN_SIGNIFICANT_CHARS = 10
+SOLUTION_MARKERS = ("# BEGIN SOLUTION", "# END SOLUTION", "# BEGIN PROMPT", "# END PROMPT")
+
+
+def _significant(line: str) -> str | None:
+    text = line.strip()
+    if len(re.sub(r"\W", "", text)) < MIN_SIGNIFICANT_CHARS or text.startswith("#"):
+        return None
+    return text
+
+
+def _solution_lines(assignment) -> tuple[set[str], list[str]]:
+    """Significant lines of every solution body in the master, and cells that would leak whole."""
+    secret, public, unmarked = set(), set(), []
+    in_solution_block = False
+    for path in assignment.notebook_sources:
+        for cell in percent.read_cells(path):
+            if cell.kind == "raw":
+                if cell.source.startswith("# BEGIN SOLUTION"):
+                    in_solution_block = True
+                elif cell.source.startswith("# END SOLUTION"):
+                    in_solution_block = False
+                continue
+            if cell.kind != "code":
+                if not in_solution_block:
+                    public.update(filter(None, map(_significant, cell.source.splitlines())))
+                continue
+            inside = False
+            has_marker = False
+            for line in cell.source.splitlines():
+                stripped = line.rstrip()
+                if stripped.endswith("# BEGIN SOLUTION") or "# BEGIN SOLUTION NO PROMPT" in stripped:
+                    inside, has_marker = True, True
+                    continue
+                if stripped.endswith("# END SOLUTION"):
+                    inside = False
+                    continue
+                sig = _significant(line)
+                if inside or stripped.endswith("# SOLUTION"):
+                    has_marker = True
+                    if sig:
+                        secret.add(sig.removesuffix("# SOLUTION").strip())
+                elif sig and not any(m in line for m in SOLUTION_MARKERS):
+                    public.add(sig)
+            if in_solution_block and not has_marker:
+                unmarked.append(cell.origin)
+    return secret - public, unmarked
+
+
+def _student_text(assignment) -> dict[str, str]:
+    root = assignment.release_dirs()["student"]
+    texts = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            texts[str(path.relative_to(root))] = path.read_text(encoding="utf-8", errors="replace")
+    nb = nbformat.read(root / assignment.notebook_name, as_version=4)
+    texts["(notebook cell sources)"] = "\n".join(c.source for c in nb.cells)
+    return texts
+
+
+def test_no_code_cell_inside_a_solution_block_lacks_markers(assignment):
+    _, unmarked = _solution_lines(assignment)
+    assert not unmarked, (f"code cells inside a raw BEGIN/END SOLUTION block without solution markers are "
+                          f"copied to students unchanged: {unmarked}")
+
+
+def test_student_release_contains_no_solution_line(assignment):
+    secret, _ = _solution_lines(assignment)
+    assert len(secret) > 10, "the leak check found almost no solution lines: is the parser still right?"
+    leaks = [(name, line) for name, text in _student_text(assignment).items()
+             for line in secret if line in text]
+    assert not leaks, f"solution lines in the student release: {leaks[:10]}"
+
+
+def _hidden_test_bodies(assignment) -> dict[str, str]:
+    bodies = {}
+    with zipfile.ZipFile(assignment.autograder_zip()) as zf:
+        for name in zf.namelist():
+            if name.startswith("tests/") and name.endswith(".py"):
+                source = zf.read(name).decode()
+                for match in re.finditer(r"@test_case\(([^)]*)\)\n(def .*?)(?=\n@test_case|\Z)", source, re.S):
+                    if "hidden=True" in match.group(1):
+                        bodies[f"{name}:{match.group(2).splitlines()[0]}"] = match.group(2)
+    return bodies
+
+
+def test_student_release_contains_no_hidden_test(assignment):
+    hidden = _hidden_test_bodies(assignment)
+    assert hidden, "no hidden tests found in the autograder zip"
+    texts = _student_text(assignment)
+    for label, body in hidden.items():
+        header = body.splitlines()[0]
+        for name, text in texts.items():
+            assert header not in text, f"hidden test {label} appears in student/{name}"
+    for name, text in texts.items():
+        assert "hidden=True" not in text and "hw07_checks" not in text, f"hidden-test material in student/{name}"
+
+
+def test_student_release_contains_no_check_module(assignment):
+    shipped = {p.name for p in assignment.shipped_files}
+    texts = _student_text(assignment)
+    for package in assignment.check_packages:
+        for module in package.rglob("*.py"):
+            if module.name in shipped:
+                continue
+            lines = {l for l in map(_significant, module.read_text().splitlines()) if l}
+            for name, text in texts.items():
+                found = [l for l in lines if l in text]
+                assert not found, f"{module.name} lines appear in student/{name}: {found[:3]}"
+
+
+def test_student_release_is_what_students_need(assignment):
+    root = assignment.release_dirs()["student"]
+    nb = nbformat.read(root / assignment.notebook_name, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "student notebook has outputs"
+    sources = "\n".join(c.source for c in nb.cells)
+    assert "grader.export(pdf=False" in sources, "export must not need pandoc/LaTeX"
+    for path in assignment.shipped_files:
+        assert (root / path.name).exists(), f"{path.name} is not shipped to students"
+    with zipfile.ZipFile(assignment.autograder_zip()) as zf:
+        names = zf.namelist()
+        assert all(info.date_time == build.ZIP_EPOCH for info in zf.infolist())
+    assert names == sorted(names)
+
+
+@pytest.mark.parametrize("text,kinds", [
+    ("# %%\nx = 1\n# %% [markdown]\n# # Title\n#\n# body\n# %% [raw]\n# # BEGIN QUESTION\n# name: q1\n",
+     ["code", "markdown", "raw"]),
+])
+def test_percent_parser(text, kinds):
+    cells = percent.parse(text)
+    assert [c.kind for c in cells] == kinds
+    assert cells[1].source == "# Title\n\nbody"
+    assert cells[2].source == "# BEGIN QUESTION\nname: q1"
+
+
+def test_percent_parser_rejects_uncommented_markdown():
+    with pytest.raises(percent.SourceFormatError, match="must start with '# '"):
+        percent.parse("# %% [markdown]\nnot a comment\n")
