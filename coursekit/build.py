@@ -19,6 +19,7 @@ changes no byte.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,9 @@ def stable_cell_ids(nb: nbformat.NotebookNode) -> None:
         cell["id"] = digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
 
 
+MEMORY_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def normalize_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     stable_cell_ids(nb)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -181,6 +185,13 @@ def normalize_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if "grader.check" in cell.source or "grader.export" in cell.source:
                 cell.outputs = []
                 cell.execution_count = None
+            for output in cell.get("outputs", []):
+                # object reprs carry memory addresses that change every run
+                if "text" in output:
+                    output["text"] = MEMORY_ADDRESS.sub(" at 0x…", output["text"])
+                plain = output.get("data", {}).get("text/plain")
+                if isinstance(plain, str):
+                    output["data"]["text/plain"] = MEMORY_ADDRESS.sub(" at 0x…", plain)
     return nb
 
 
