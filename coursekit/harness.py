@@ -110,19 +110,31 @@ def _split_definitions(source: str) -> dict[str, str]:
 
 
 def inject(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
-    """A copy of nb whose top-level definitions of the names in `source` are replaced by it."""
+    """A copy of nb whose top-level definitions of the names in `source` are replaced by it.
+
+    Names in `source` that the notebook does not define (helper classes, say) are
+    inserted just before the next replaced definition (or after the last one)."""
     nb = copy.deepcopy(nb)
+    pending: list[str] = []
+    last_cell = None
     for name, replacement in _split_definitions(source).items():
+        target = None
         for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            span = _definition_spans(cell.source).get(name)
-            if span:
-                lines = cell.source.splitlines()
-                cell.source = "\n".join(lines[:span[0] - 1] + replacement.splitlines() + lines[span[1]:])
+            if cell.cell_type == "code" and name in _definition_spans(cell.source):
+                target = cell
                 break
-        else:
-            raise InjectionError(f"no top-level definition of {name!r} in the solution notebook")
+        if target is None:
+            pending.append(replacement)
+            continue
+        span = _definition_spans(target.source)[name]
+        lines = target.source.splitlines()
+        new = "\n\n".join(pending + [replacement]) if pending else replacement
+        target.source = "\n".join(lines[:span[0] - 1] + new.splitlines() + lines[span[1]:])
+        pending, last_cell = [], target
+    if pending:
+        if last_cell is None:
+            raise InjectionError(f"none of {defined_names(source)} is defined at top level in the solution notebook")
+        last_cell.source += "\n\n" + "\n\n".join(pending)
     return nb
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import (call, close, close_float, expect, fail, generator, require_function,
+from ._common import (CheckFailure, call, close, close_float, expect, fail, generator, require_function,
                       require_tensor, shape_text)
 
 N_RANDOM_CASES = 300
@@ -55,17 +55,19 @@ def _as_shape(value, name):
     return tuple(value)
 
 
-def _expect_value_error(fn, name, a, b, why):
+def _student_shape(fn, name, a, b):
+    """Call the student's shape function first, before any expected value exists in this frame."""
     require_function(fn, name)
     try:
-        got = fn(a, b)
-    except ValueError:
-        return
+        return _as_shape(fn(a, b), name), None
+    except ValueError as exc:
+        return None, exc
     except NotImplementedError:
         fail(f"{name} still raises NotImplementedError: write its body.")
+    except CheckFailure:
+        raise
     except Exception as exc:
-        fail(f"{name}({a}, {b}) raised {type(exc).__name__}; incompatible shapes should raise ValueError. ({why})")
-    fail(f"{name}({a}, {b}) returned {got!r}, but these shapes are incompatible ({why}): raise ValueError.")
+        fail(f"{name}({a}, {b}) raised {type(exc).__name__}: {exc}")
 
 
 def check_broadcast_shape(broadcast_shape) -> None:
@@ -74,11 +76,14 @@ def check_broadcast_shape(broadcast_shape) -> None:
     g = generator(731)
     cases = fixed + [_random_shape_pair(g) for _ in range(N_RANDOM_CASES)]
     for a, b in cases:
+        got, error = _student_shape(broadcast_shape, "broadcast_shape", a, b)
         expected = _torch_broadcast(a, b)
         if expected is None:
-            _expect_value_error(broadcast_shape, "broadcast_shape", a, b, "torch.broadcast_shapes rejects them")
+            expect(error is not None, f"broadcast_shape({a}, {b}) returned {got!r}, but these shapes are "
+                   "incompatible (torch.broadcast_shapes rejects them): raise ValueError.")
             continue
-        got = _as_shape(call(broadcast_shape, "broadcast_shape", a, b), "broadcast_shape")
+        expect(error is None, f"broadcast_shape({a}, {b}) raised ValueError ({error}), but they broadcast to "
+               f"{expected}.")
         if got != expected:
             if len(a) != len(b) and _left_aligned(a, b) == got:
                 fail(f"broadcast_shape({a}, {b}) returned {got}; expected {expected}. You compared axes from the "
@@ -109,12 +114,13 @@ def check_matmul_shape(matmul_shape) -> None:
              ((2, 3, 4), (3, 4, 5)), ((0, 3, 4), (4, 2)), ((1, 2, 3), (7, 3, 1))]
     g = generator(732)
     for a, b in fixed + [_random_matmul_pair(g) for _ in range(N_RANDOM_CASES)]:
+        got, error = _student_shape(matmul_shape, "matmul_shape", a, b)
         expected = _matmul_expected(a, b)
         if expected is None:
-            _expect_value_error(matmul_shape, "matmul_shape", a, b,
-                                "inner dimensions differ or leading dimensions do not broadcast")
+            expect(error is not None, f"matmul_shape({a}, {b}) returned {got!r}, but A @ B fails for these shapes "
+                   "(inner dimensions differ or leading dimensions do not broadcast): raise ValueError.")
             continue
-        got = _as_shape(call(matmul_shape, "matmul_shape", a, b), "matmul_shape")
+        expect(error is None, f"matmul_shape({a}, {b}) raised ValueError ({error}), but A @ B has shape {expected}.")
         if got != expected:
             fail(f"matmul_shape({a}, {b}) returned {got}; A @ B has shape {expected}. The inner dimension is "
                  "contracted and the leading dimensions broadcast, right-aligned.")
