@@ -54,7 +54,7 @@ SOLUTION_MARKERS = ("# BEGIN SOLUTION", "# END SOLUTION", "# BEGIN PROMPT", "# E
 
 def _significant(line: str) -> str | None:
     text = line.strip()
-    if len(re.sub(r"\W", "", text)) < MIN_SIGNIFICANT_CHARS or text.startswith("#"):
+    if len(re.sub(r"\W", "", text)) < MIN_SIGNIFICANT_CHARS or text.startswith(("#", "import ", "from ")):
         return None
     return text
 
@@ -94,6 +94,10 @@ def _solution_lines(assignment) -> tuple[set[str], list[str]]:
                     public.add(sig)
             if in_solution_block and not has_marker:
                 unmarked.append(cell.origin)
+    # files shipped to students (the memory probe) are public by design
+    for shipped in assignment.shipped_files:
+        if shipped.suffix == ".py":
+            public.update(filter(None, map(_significant, shipped.read_text().splitlines())))
     return secret - public, unmarked
 
 
@@ -147,13 +151,17 @@ def test_student_release_contains_no_hidden_test(assignment):
 
 
 def test_student_release_contains_no_check_module(assignment):
+    """No check module is shipped, and none of their function headers or long lines shows up."""
     shipped = {p.name for p in assignment.shipped_files}
+    root = assignment.release_dirs()["student"]
     texts = _student_text(assignment)
     for package in assignment.check_packages:
+        assert not (root / package.name).exists(), f"{package.name} is shipped to students"
         for module in package.rglob("*.py"):
             if module.name in shipped:
                 continue
-            lines = {l for l in map(_significant, module.read_text().splitlines()) if l}
+            lines = {l.strip() for l in module.read_text().splitlines()
+                     if l.strip().startswith("def ") or len(re.sub(r"\W", "", l)) >= 40}
             for name, text in texts.items():
                 found = [l for l in lines if l in text]
                 assert not found, f"{module.name} lines appear in student/{name}: {found[:3]}"
