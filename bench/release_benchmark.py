@@ -1,0 +1,43 @@
+"""Print how long the release build and grading one notebook take (figures, no assertions).
+
+    .venv/bin/python bench/release_benchmark.py
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from coursekit import build, grading, verify  # noqa: E402
+
+
+def timed(label: str, fn):
+    start = time.monotonic()
+    value = fn()
+    print(f"{label:58s} {time.monotonic() - start:7.1f} s", flush=True)
+    return value
+
+
+def main() -> None:
+    assignment = build.Assignment("hw07")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        timed("release, solutions not executed (--no-execute)",
+              lambda: build.build(assignment, out_root=root / "a", execute_solutions=False, log=lambda *_: None))
+        timed("release, full (make release)",
+              lambda: build.build(assignment, out_root=root / "b", log=lambda *_: None))
+    zip_path = assignment.autograder_zip()
+    solution = assignment.release_dirs()["solutions"] / assignment.notebook_name
+    student = assignment.release_dirs()["student"] / assignment.notebook_name
+    result = timed("grade the solution notebook (otter pass)", lambda: grading.grade_one(solution, zip_path))
+    print(f"    score {result.total:g} / {sum(q.max_score for q in result.questions.values()):g}")
+    timed("grade the untouched student notebook (otter pass)", lambda: grading.grade_one(student, zip_path))
+    report = timed("verification pass on the solution notebook", lambda: verify.verify_notebook(solution, zip_path))
+    print(f"    verified {sum(q.score for q in report.questions.values()):g}")
+
+
+if __name__ == "__main__":
+    main()
