@@ -149,16 +149,15 @@ def verify_notebook(notebook: Path, autograder_zip: Path, timeout: float = VERIF
         return VerifyReport("error", message=f"notebook could not be read: {exc}")
     definitions, skipped = extract_definitions(nb)
     key = secrets.token_bytes(32)
-    read_fd, write_fd = os.pipe()
-    payload = json.dumps({"key": key.hex(), "definitions": definitions, "autograder": str(autograder_zip),
-                          "report_fd": write_fd, "per_test_timeout": PER_TEST_TIMEOUT_S})
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "coursekit.verify_worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
-                            env=env, cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
-    os.close(write_fd)
-    proc.stdin.write(payload.encode())
-    proc.stdin.close()
+    worker = _WARM.take()
+    payload = json.dumps({"key": key.hex(), "definitions": definitions, "autograder": str(Path(autograder_zip).resolve()),
+                          "report_fd": worker.write_fd, "per_test_timeout": PER_TEST_TIMEOUT_S})
+    proc, read_fd = worker.proc, worker.read_fd
+    try:
+        proc.stdin.write(payload.encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
     chunks = []
     import selectors
     import time
@@ -189,6 +188,58 @@ def verify_notebook(notebook: Path, autograder_zip: Path, timeout: float = VERIF
         report.tamper.append("the verification process ended early: a graded function exited the process")
     report.questions.pop("__done__", None)
     return report
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen
+    read_fd: int
+    write_fd: int  # the number the worker knows its report channel by
+
+
+def _spawn_worker() -> _Worker:
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "coursekit.verify_worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
+                            env=env, cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
+    os.close(write_fd)
+    return _Worker(proc, read_fd, write_fd)
+
+
+class _WarmPool:
+    """Spare verification workers that have done their imports. Each serves exactly one
+    submission and is then killed, so nothing carries over between students."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._spare: list[_Worker] = []
+        self.size = 0
+
+    def resize(self, size: int) -> None:
+        with self._lock:
+            self.size = size
+            while len(self._spare) < size:
+                self._spare.append(_spawn_worker())
+
+    def take(self) -> _Worker:
+        with self._lock:
+            worker = self._spare.pop(0) if self._spare else None
+            if self.size and len(self._spare) < self.size:
+                self._spare.append(_spawn_worker())
+        return worker or _spawn_worker()
+
+    def close(self) -> None:
+        with self._lock:
+            for worker in self._spare:
+                _kill_group(worker.proc)
+                os.close(worker.read_fd)
+            self._spare, self.size = [], 0
+
+
+_WARM = _WarmPool()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -310,8 +361,13 @@ def verify_many(submissions: list[Path], autograder_zip: Path, jobs: int | None 
             return VerifyReport("error", message=f"notebook could not be read: {exc}"), []
         return verify_notebook(path, autograder_zip, timeout), scan_for_tampering(nb)
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(work, [Path(p) for p in submissions]))
+    jobs = jobs or os.cpu_count() or 1
+    _WARM.resize(jobs)
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(work, [Path(p) for p in submissions]))
+    finally:
+        _WARM.close()
 
 
 def grade_verified(submissions: list[Path], autograder_zip: Path, jobs: int | None = None,

@@ -199,25 +199,29 @@ def _exec_definitions(source: str, namespace: dict) -> list[str]:
     return problems
 
 
-def main() -> None:
-    job = json.loads(sys.stdin.read())
-    emit = _emitter(bytes.fromhex(job.pop("key")), job["report_fd"])
-    per_test_timeout = int(job["per_test_timeout"])
-
+def _preload() -> None:
+    """Imports done before the job arrives, so a spare worker is warm (each serves one job only)."""
     import torch
     torch.set_num_threads(1)
     # Import what torch loads lazily (and patches on import: dynamo rewraps torch.manual_seed)
     # before the snapshot, so lazy loading is not mistaken for tampering.
     for lazy in ("torch._dynamo", "torch.utils.checkpoint", "torch.utils._python_dispatch", "torch.autograd.graph",
-                 "torch.testing", "numpy"):
+                 "torch.testing", "numpy", "otter.test_files", "otter.nbmeta_config"):
         with contextlib.suppress(ImportError):
             importlib.import_module(lazy)
     try:
         import matplotlib
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401  (loaded before student code)
+        import matplotlib.pyplot  # noqa: F401
     except ImportError:
         pass
+
+
+def main() -> None:
+    _preload()
+    job = json.loads(sys.stdin.read())
+    emit = _emitter(bytes.fromhex(job.pop("key")), job["report_fd"])
+    per_test_timeout = int(job["per_test_timeout"])
 
     workdir = Path(tempfile.mkdtemp(prefix="verify-"))
     test_files, check_modules = _load_autograder(job["autograder"], workdir)
