@@ -9,8 +9,10 @@ The verification pass grades the same notebook again in a fresh process that
 2. deletes the unpacked autograder from disk (hidden tests are not readable
    by student code in this pass);
 3. takes only the student's *definitions* from the notebook: imports,
-   functions without decorators, and constants whose value is a literal or
-   plain arithmetic. Top-level statements never run;
+   functions without decorators, and constants (literals and plain
+   arithmetic; UPPER_CASE answers computed by an expression are evaluated
+   after the definitions, under the same checks). Other top-level
+   statements never run;
 4. runs each test function itself (not through otter's runner), with every
    student function wrapped so that what it returns must be plain data
    (exact `torch.Tensor`, int, float, ... — no subclasses or proxies);
@@ -89,9 +91,14 @@ def _plain_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return not fn.decorator_list and all(_plain_value(d) for d in defaults)
 
 
-def extract_definitions(nb: nbformat.NotebookNode) -> tuple[str, list[str]]:
-    """The notebook's definitions as one module source, and what was left out (with why)."""
-    kept, skipped = [], []
+def extract_definitions(nb: nbformat.NotebookNode) -> tuple[str, str, list[str]]:
+    """The notebook's definitions, its computed constants, and what was left out (with why).
+
+    Definitions: imports, undecorated functions with plain defaults, assignments of plain values.
+    Computed constants: UPPER_CASE names assigned any other expression (an answer computed with
+    torch, say); the worker evaluates them after the definitions, under the same tamper checks.
+    Every other top-level statement is left out."""
+    kept, computed, skipped = [], [], []
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
@@ -113,11 +120,13 @@ def extract_definitions(nb: nbformat.NotebookNode) -> tuple[str, list[str]]:
                     skipped.append(f"cell {index}: function {node.name} has decorators or computed defaults")
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if all(isinstance(t, ast.Name) for t in targets) and _plain_value(node.value):
+                if not all(isinstance(t, ast.Name) for t in targets):
+                    continue
+                if _plain_value(node.value):
                     kept.append(text)
-                elif all(isinstance(t, ast.Name) and t.id.isupper() for t in targets):
-                    skipped.append(f"cell {index}: {', '.join(t.id for t in targets)} is not a literal value")
-    return "\n\n".join(kept) + "\n", skipped
+                elif all(t.id.isupper() for t in targets):
+                    computed.append(text)
+    return "\n\n".join(kept) + "\n", "\n\n".join(computed) + "\n", skipped
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -147,10 +156,10 @@ def verify_notebook(notebook: Path, autograder_zip: Path, timeout: float = VERIF
         nb = nbformat.read(str(notebook), as_version=4)
     except Exception as exc:  # unreadable notebooks are reported by the otter pass too
         return VerifyReport("error", message=f"notebook could not be read: {exc}")
-    definitions, skipped = extract_definitions(nb)
+    definitions, computed, skipped = extract_definitions(nb)
     key = secrets.token_bytes(32)
     worker = _WARM.take()
-    payload = json.dumps({"key": key.hex(), "definitions": definitions, "autograder": str(Path(autograder_zip).resolve()),
+    payload = json.dumps({"key": key.hex(), "definitions": definitions, "computed": computed, "autograder": str(Path(autograder_zip).resolve()),
                           "report_fd": worker.write_fd, "per_test_timeout": PER_TEST_TIMEOUT_S})
     proc, read_fd = worker.proc, worker.read_fd
     try:

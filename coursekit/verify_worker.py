@@ -194,6 +194,8 @@ def _exec_definitions(source: str, namespace: dict) -> list[str]:
         code = compile(ast.Module([node], []), "<submission>", "exec")
         try:
             exec(code, namespace)
+        except _TestTimeout:
+            raise
         except BaseException as exc:  # e.g. an import that fails
             problems.append(f"{type(exc).__name__}: {exc}")
     return problems
@@ -235,9 +237,17 @@ def main() -> None:
     signal.signal(signal.SIGALRM, on_alarm)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        definition_problems = _exec_definitions(job["definitions"], namespace)
-    process_findings = compare_and_restore(snapshot)
+    signal.setitimer(signal.ITIMER_REAL, per_test_timeout)
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            definition_problems = _exec_definitions(job["definitions"], namespace)
+            definition_problems += _exec_definitions(job.get("computed", ""), namespace)
+    except _TestTimeout:
+        definition_problems = ["computing the notebook's constants took too long"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    process_findings = compare_and_restore(snapshot) + GUARD_FINDINGS
+    GUARD_FINDINGS.clear()
 
     for test_file in test_files:
         failures, findings = [], list(process_findings)
