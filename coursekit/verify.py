@@ -209,8 +209,10 @@ class _Worker:
 def _spawn_worker() -> _Worker:
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    debug = os.environ.get("COURSEKIT_VERIFY_DEBUG") == "1"  # let the worker's stderr through
     proc = subprocess.Popen([sys.executable, "-m", "coursekit.verify_worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
+                            stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
+                            pass_fds=(write_fd,),
                             env=env, cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
     os.close(write_fd)
     return _Worker(proc, read_fd, write_fd)
