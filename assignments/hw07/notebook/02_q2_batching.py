@@ -1,6 +1,3 @@
-# %% [markdown]
-# ## Part 1 — Execution modes, batching and memory
-
 # %% [raw]
 # # BEGIN QUESTION
 # name: q2
