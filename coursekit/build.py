@@ -185,6 +185,7 @@ def normalize_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if "grader.check" in cell.source or "grader.export" in cell.source:
                 cell.outputs = []
                 cell.execution_count = None
+            cell.outputs = merge_streams(cell.get("outputs", []))
             for output in cell.get("outputs", []):
                 # object reprs carry memory addresses that change every run
                 if "text" in output:
@@ -193,6 +194,18 @@ def normalize_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 if isinstance(plain, str):
                     output["data"]["text/plain"] = MEMORY_ADDRESS.sub(" at 0x…", plain)
     return nb
+
+
+def merge_streams(outputs: list) -> list:
+    """The kernel splits printed text into chunks by timing; merge neighbours of one stream."""
+    merged = []
+    for output in outputs:
+        if (output.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == output.get("name")):
+            merged[-1]["text"] += output["text"]
+        else:
+            merged.append(output)
+    return merged
 
 
 def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
