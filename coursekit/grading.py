@@ -81,6 +81,8 @@ class GradeResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0                  # execution + tests (warm kernel), host preparation excluded
     retry: bool = False                   # a failure of the grader itself (e.g. no kernel): grade again
+    verified: bool = False                # the verification pass (verify.py) has been combined in
+    flags: list[str] = field(default_factory=list)  # tampering findings and otter/verified disagreements
 
     @property
     def total(self) -> float:
@@ -100,6 +102,7 @@ class GradeResult:
             "questions": {q.name: {"score": q.score, "max_score": q.max_score, "output": q.output}
                           for q in self.questions.values()},
             "cases": self.cases, "cell_errors": self.cell_errors, "notes": self.notes,
+            "verified": self.verified, "flags": self.flags,
         }
 
     @classmethod
@@ -108,7 +111,8 @@ class GradeResult:
                      for name, q in data.get("questions", {}).items()}
         return cls(Path(data["submission"]), data["status"], questions, data.get("message", ""),
                    data.get("reason", ""), list(data.get("cell_errors", [])), dict(data.get("cases", {})),
-                   list(data.get("notes", [])), float(data.get("seconds", 0.0)), bool(data.get("retry", False)))
+                   list(data.get("notes", [])), float(data.get("seconds", 0.0)), bool(data.get("retry", False)),
+                   bool(data.get("verified", False)), [str(f) for f in data.get("flags", [])])
 
 
 class SubmissionError(Exception):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .grading import DEFAULT_TIMEOUT_S, GradeResult, grade_many
+from .verify import verify_results
 
 SUFFIXES = (".ipynb", ".zip")
 POINTS_LABEL = "points-per-question"   # otter grade's first row
@@ -128,8 +129,8 @@ def grades_csv(records: list[Record], questions: list[str]) -> str:
     total_possible = sum(v for v in possible.values() if v is not None)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["file", *questions, "total_points_earned", "percent_correct", "grading_status", "status"])
-    w.writerow([POINTS_LABEL, *(_fmt(possible[q]) for q in questions), _fmt(total_possible), 1, "--", "--"])
+    w.writerow(["file", *questions, "total_points_earned", "percent_correct", "grading_status", "status", "flags"])
+    w.writerow([POINTS_LABEL, *(_fmt(possible[q]) for q in questions), _fmt(total_possible), 1, "--", "--", "--"])
     for r in sorted(records, key=lambda r: r.file):
         res = r.result
         scores = [res.score(q) if r.ok else 0.0 for q in questions]
@@ -137,7 +138,7 @@ def grades_csv(records: list[Record], questions: list[str]) -> str:
         percent = round(total / total_possible, 4) if total_possible else 0
         grading_status = "Completed" if r.ok else res.message
         w.writerow([r.file, *(_fmt(s) for s in scores), _fmt(total), percent, grading_status,
-                    res.reason or res.status])
+                    res.reason or res.status, " | ".join(res.flags)[:2000]])
     return out.getvalue()
 
 
@@ -192,6 +193,11 @@ def feedback_markdown(record: Record, possible: dict[str, float | None]) -> str:
         lines.append("")
     if res.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in res.notes] + [""]
+    if res.flags:
+        lines += ["## Grading integrity", "",
+                  "Your notebook was graded twice: by otter, and again in a clean process that runs only your "
+                  "definitions. The lower score counts. These findings are recorded for the course staff:", ""]
+        lines += [f"- {f}" for f in res.flags] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -214,6 +220,11 @@ def summary_text(records: list[Record], questions: list[str], graded_now: int, s
         reasons[r.result.reason] = reasons.get(r.result.reason, 0) + 1
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {count:4d}  {reason}")
+    flagged = [r for r in records if r.result.flags]
+    if flagged:
+        lines.append(f"Flagged for review ({len(flagged)}; see the flags column and their feedback):")
+        lines += [f"  {r.file}: {r.result.flags[0]}" + (f" (+{len(r.result.flags) - 1} more)"
+                                                         if len(r.result.flags) > 1 else "") for r in flagged[:20]]
     if n:
         lines.append("Per question (mean over all rows / over graded rows):")
         for q in questions:
@@ -322,6 +333,11 @@ def run(submissions_dir: Path, out_dir: Path, autograder_zip: Path | None = None
         save_record(results_dir / f"{keys[path]}.json", path.name, shas[path], ag_sha, result)
         progress.update(result)
 
+    def on_result_verified(result: GradeResult) -> None:
+        path = Path(result.submission)
+        save_record(results_dir / f"{keys[path]}.json", path.name, shas[path], ag_sha, result)
+        progress.update(result)
+
     progress = Progress(len(todo), stream=stderr)
     # SIGTERM (a closed session, `kill`) stops the batch like Ctrl-C: kernels are killed, records kept.
     previous_handler = None
@@ -330,13 +346,21 @@ def run(submissions_dir: Path, out_dir: Path, autograder_zip: Path | None = None
     try:
         fresh = grade_many(todo, autograder_zip, jobs=jobs, timeout=timeout, on_result=on_result,
                            memory_limit=memory_limit) if todo else []
+        progress.close()
+        results = dict(previous)
+        results.update({p: r for p, r in zip(todo, fresh)})
+        # Second pass: every graded submission is checked again where its code cannot reach the checks
+        # (verify.py); the lower score counts and disagreements are flagged. Records are saved again.
+        unverified = [r for r in results.values() if r.status == "ok" and not r.verified]
+        if unverified:
+            print(f"[grade] verification pass on {len(unverified)} submissions", file=stdout, flush=True)
+            progress = Progress(len(unverified), stream=stderr)
+            verify_results(unverified, autograder_zip, jobs=jobs, on_result=on_result_verified)
     finally:
         progress.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
 
-    results = dict(previous)
-    results.update({p: r for p, r in zip(todo, fresh)})
     records = [Record(p.name, keys[p], results[p]) for p in subs]
     write_atomic(out_dir / "grades.csv", grades_csv(records, questions))
     possible = points_per_question(records, questions)

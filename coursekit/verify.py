@@ -150,11 +150,22 @@ class VerifyReport:
     message: str = ""
 
 
-def verify_notebook(notebook: Path, autograder_zip: Path, timeout: float = VERIFY_TIMEOUT_S) -> VerifyReport:
-    """Run the verification pass on one notebook (JSON already valid) in a fresh process."""
+def load_notebook(submission: Path) -> nbformat.NotebookNode:
+    """The submission's notebook (.ipynb, or the one in an exported .zip), read as otter's pass reads it."""
+    import tempfile
+
+    from .grading import load_submission
+
+    with tempfile.TemporaryDirectory(prefix="verify-load-") as staging:
+        nb, _ = load_submission(Path(submission), Path(staging))
+    return nb
+
+
+def verify_notebook(submission: Path, autograder_zip: Path, timeout: float = VERIFY_TIMEOUT_S) -> VerifyReport:
+    """Run the verification pass on one submission (.ipynb or exported .zip) in a fresh process."""
     try:
-        nb = nbformat.read(str(notebook), as_version=4)
-    except Exception as exc:  # unreadable notebooks are reported by the otter pass too
+        nb = load_notebook(submission)
+    except Exception as exc:  # unreadable submissions are reported by the otter pass too
         return VerifyReport("error", message=f"notebook could not be read: {exc}")
     definitions, computed, skipped = extract_definitions(nb)
     key = secrets.token_bytes(32)
@@ -353,41 +364,50 @@ def combine(result, report: VerifyReport, scan: list[str]):
             flags.append(f"{name}: otter gave {question.score:g}, the verified pass {verified_score:g}; "
                          f"the lower score counts")
             detail = "; ".join(f"{t}: {m}" for t, m in (verified.failures if verified else [])[:3])
-            question.output += (f"\n\n[verified grading] {name} scored {verified_score:g}/{question.max_score:g} "
-                                f"when checked in a clean process. {detail}")
+            note = (f"{name} scored {verified_score:g}/{question.max_score:g} when checked again in a clean "
+                    f"process (only your definitions, none of your top-level code). {detail}").strip()
+            question.output += "\n\n[verified grading] " + note
+            result.notes.append(note)
             question.score = verified_score
-    result.flags = flags
+    result.flags = list(dict.fromkeys(flags))
     return result
 
 
-def verify_many(submissions: list[Path], autograder_zip: Path, jobs: int | None = None,
-                timeout: float = VERIFY_TIMEOUT_S) -> list[tuple[VerifyReport, list[str]]]:
-    """Verification pass and static scan for each notebook, `jobs` at a time."""
+def verify_results(results: list, autograder_zip: Path, jobs: int | None = None,
+                   timeout: float = VERIFY_TIMEOUT_S, on_result=None) -> list:
+    """Run the verification pass for every result otter graded ("ok") and combine it in place.
+
+    Results that otter could not grade keep their zero; each combined result gets verified=True."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def work(path: Path):
-        try:
-            nb = nbformat.read(str(path), as_version=4)
-        except Exception as exc:
-            return VerifyReport("error", message=f"notebook could not be read: {exc}"), []
-        return verify_notebook(path, autograder_zip, timeout), scan_for_tampering(nb)
+    todo = [r for r in results if r.status == "ok" and not r.verified]
 
-    jobs = jobs or os.cpu_count() or 1
+    def work(result):
+        try:
+            scan = scan_for_tampering(load_notebook(result.submission))
+        except Exception:
+            scan = []
+        combine(result, verify_notebook(result.submission, autograder_zip, timeout), scan)
+        result.verified = True
+        if on_result:
+            on_result(result)
+        return result
+
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     _WARM.resize(jobs)
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(work, [Path(p) for p in submissions]))
+            list(pool.map(work, todo))
     finally:
         _WARM.close()
+    return results
 
 
 def grade_verified(submissions: list[Path], autograder_zip: Path, jobs: int | None = None,
-                   timeout: float | None = None):
+                   timeout: float | None = None) -> list:
     """otter's grading, then the verification pass; per question the lower score counts."""
     from . import grading
 
-    submissions = [Path(p) for p in submissions]
     kwargs = {"timeout": timeout} if timeout else {}
-    results = grading.grade_many(submissions, autograder_zip, jobs=jobs, **kwargs)
-    reports = verify_many(submissions, autograder_zip, jobs=jobs, **kwargs)
-    return [combine(result, report, scan) for result, (report, scan) in zip(results, reports)]
+    results = grading.grade_many([Path(p) for p in submissions], autograder_zip, jobs=jobs, **kwargs)
+    return verify_results(results, autograder_zip, jobs=jobs, **kwargs)
