@@ -8,7 +8,9 @@ processes) and reports, per variant, its question's score and failure output.
 
 Variants of different questions are packed into one notebook to save kernel
 starts; every question without a variant in that notebook must keep full
-marks, or the harness raises (the variants would be interfering).
+marks, or the harness raises (the variants would be interfering). A variant
+that changes process-wide state (autograd left disabled, say) is marked
+`isolated` and graded alone.
 
 Catalogues live next to the assignment: assignments/<hw>/misconceptions/qN.py,
 each defining VARIANTS = [Variant(...), ...].
@@ -36,6 +38,7 @@ class Variant:
     expect: tuple[str, ...] = ()   # fragments the failure output must contain (case-insensitive)
     correct: bool = False   # True: a correct alternative that must keep full marks
     note: str = ""          # what the mistake is, in a few words
+    isolated: bool = False  # changes process-wide state (e.g. leaves autograd off): graded in its own notebook
 
     @property
     def names(self) -> list[str]:
@@ -156,8 +159,11 @@ def pack(variants: list[Variant]) -> list[list[Variant]]:
     """Groups with at most one variant per question and no name replaced twice."""
     groups: list[list[Variant]] = []
     for v in variants:
+        if v.isolated:
+            groups.append([v])
+            continue
         for group in groups:
-            if all(v.question != g.question and not set(v.names) & set(g.names) for g in group):
+            if not any(g.isolated for g in group) and all(v.question != g.question and not set(v.names) & set(g.names) for g in group):
                 group.append(v)
                 break
         else:

@@ -162,106 +162,145 @@ def load_notebook(submission: Path) -> nbformat.NotebookNode:
 
 
 def verify_notebook(submission: Path, autograder_zip: Path, timeout: float = VERIFY_TIMEOUT_S) -> VerifyReport:
-    """Run the verification pass on one submission (.ipynb or exported .zip) in a fresh process."""
-    try:
-        nb = load_notebook(submission)
-    except Exception as exc:  # unreadable submissions are reported by the otter pass too
-        return VerifyReport("error", message=f"notebook could not be read: {exc}")
-    definitions, computed, skipped = extract_definitions(nb)
-    key = secrets.token_bytes(32)
-    worker = _WARM.take()
-    payload = json.dumps({"key": key.hex(), "definitions": definitions, "computed": computed, "autograder": str(Path(autograder_zip).resolve()),
-                          "report_fd": worker.write_fd, "per_test_timeout": PER_TEST_TIMEOUT_S})
-    proc, read_fd = worker.proc, worker.read_fd
-    try:
-        proc.stdin.write(payload.encode())
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    chunks = []
-    import selectors
-    import time
-
-    deadline = time.monotonic() + timeout
-    status, message = "ok", ""
-    with selectors.DefaultSelector() as sel:
-        sel.register(read_fd, selectors.EVENT_READ)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                status, message = "timeout", f"verification took longer than {timeout:.0f} s"
-                break
-            if sel.select(timeout=min(remaining, 1.0)):
-                data = os.read(read_fd, 65536)
-                if not data:
-                    break
-                chunks.append(data)
-    os.close(read_fd)
-    _kill_group(proc)
-    report = _read_reports(b"".join(chunks), key)
-    report.skipped_definitions = skipped
-    if status != "ok":
-        report.status, report.message = status, message
-    elif "__done__" not in report.questions:
-        report.status = "error"
-        report.message = report.message or "the verification process ended before finishing (os._exit or a crash?)"
-        report.tamper.append("the verification process ended early: a graded function exited the process")
-    report.questions.pop("__done__", None)
-    return report
+    """Run the verification pass on one submission (.ipynb or exported .zip)."""
+    with VerifyServer(autograder_zip) as server:
+        return server.verify(submission, timeout)
 
 
-@dataclass
-class _Worker:
-    proc: subprocess.Popen
-    read_fd: int
-    write_fd: int  # the number the worker knows its report channel by
+class VerifyServer:
+    """A fork server (coursekit.verify_worker.serve) for one autograder zip.
 
+    It imports torch, loads the checks and snapshots them once; each submission then runs in a
+    fresh forked child that exits afterwards, so nothing passes from one student to the next.
+    Results come back on a pipe private to that child, signed with a per-job key."""
 
-def _spawn_worker() -> _Worker:
-    read_fd, write_fd = os.pipe()
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    debug = os.environ.get("COURSEKIT_VERIFY_DEBUG") == "1"  # let the worker's stderr through
-    proc = subprocess.Popen([sys.executable, "-m", "coursekit.verify_worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
-                            pass_fds=(write_fd,),
-                            env=env, cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
-    os.close(write_fd)
-    return _Worker(proc, read_fd, write_fd)
+    READY_TIMEOUT_S = 180
 
-
-class _WarmPool:
-    """Spare verification workers that have done their imports. Each serves exactly one
-    submission and is then killed, so nothing carries over between students."""
-
-    def __init__(self) -> None:
+    def __init__(self, autograder_zip: Path, memory_limit: int = 6 << 30):
         import threading
 
+        self.autograder_zip = Path(autograder_zip).resolve()
+        self.memory_limit = memory_limit
         self._lock = threading.Lock()
-        self._spare: list[_Worker] = []
-        self.size = 0
+        self._proc = None
+        self._sock = None
+        self._buffer = b""
 
-    def resize(self, size: int) -> None:
-        with self._lock:
-            self.size = size
-            while len(self._spare) < size:
-                self._spare.append(_spawn_worker())
+    def __enter__(self) -> "VerifyServer":
+        return self
 
-    def take(self) -> _Worker:
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        import socket
+
+        parent, child = socket.socketpair()
+        debug = os.environ.get("COURSEKIT_VERIFY_DEBUG") == "1"  # let the worker's stderr through
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "coursekit.verify_worker", str(child.fileno()), str(self.autograder_zip),
+             str(self.memory_limit)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
+            pass_fds=(child.fileno(),), env=env, cwd=str(Path(__file__).resolve().parent.parent),
+            start_new_session=True)
+        child.close()
+        self._sock, self._buffer = parent, b""
+        self._sock.settimeout(self.READY_TIMEOUT_S)
+        if self._readline() != b"ready":
+            raise OSError("the verification server did not start")
+
+    def _readline(self) -> bytes:
+        while b"\n" not in self._buffer:
+            chunk = self._sock.recv(4096)
+            if not chunk:
+                raise OSError("the verification server stopped")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def _dispatch(self, payload: bytes, write_fd: int) -> int:
+        """Hand one job to the server; returns the child's pid. Restarts a dead server once."""
+        import socket
+
         with self._lock:
-            worker = self._spare.pop(0) if self._spare else None
-            if self.size and len(self._spare) < self.size:
-                self._spare.append(_spawn_worker())
-        return worker or _spawn_worker()
+            for attempt in (1, 2):
+                try:
+                    if self._proc is None or self._proc.poll() is not None:
+                        self._stop_server()
+                        self._start()
+                    socket.send_fds(self._sock, [f"{len(payload):031d}\n".encode()], [write_fd])
+                    self._sock.sendall(payload)
+                    return int(self._readline())
+                except (OSError, ValueError):
+                    self._stop_server()
+                    if attempt == 2:
+                        raise
+        raise OSError("unreachable")
+
+    def verify(self, submission: Path, timeout: float = VERIFY_TIMEOUT_S) -> VerifyReport:
+        import selectors
+        import signal
+        import time
+
+        try:
+            nb = load_notebook(submission)
+        except Exception as exc:  # unreadable submissions are reported by the otter pass too
+            return VerifyReport("error", message=f"notebook could not be read: {exc}")
+        definitions, computed, skipped = extract_definitions(nb)
+        key = secrets.token_bytes(32)
+        payload = json.dumps({"key": key.hex(), "definitions": definitions, "computed": computed,
+                              "per_test_timeout": PER_TEST_TIMEOUT_S}).encode()
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = self._dispatch(payload, write_fd)
+        except OSError as exc:
+            os.close(read_fd)
+            return VerifyReport("unavailable", message=f"verification server failed: {exc}")
+        finally:
+            os.close(write_fd)
+        chunks, status, message = [], "ok", ""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(read_fd, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    status, message = "timeout", f"verification took longer than {timeout:.0f} s"
+                    break
+                if sel.select(timeout=min(remaining, 1.0)):
+                    data = os.read(read_fd, 65536)
+                    if not data:
+                        break
+                    chunks.append(data)
+        os.close(read_fd)
+        for target in (-pid, pid):  # the child's process group, whatever it started too
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        report = _read_reports(b"".join(chunks), key)
+        report.skipped_definitions = skipped
+        if status != "ok":
+            report.status, report.message = status, message
+        elif "__done__" not in report.questions:
+            report.status = "error"
+            report.message = report.message or "the verification process ended before finishing"
+            report.tamper.append("the verification process ended early (os._exit, a crash, or the memory limit)")
+        report.questions.pop("__done__", None)
+        return report
+
+    def _stop_server(self) -> None:
+        if self._proc is not None:
+            _kill_group(self._proc)
+            self._proc = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def close(self) -> None:
         with self._lock:
-            for worker in self._spare:
-                _kill_group(worker.proc)
-                os.close(worker.read_fd)
-            self._spare, self.size = [], 0
-
-
-_WARM = _WarmPool()
+            self._stop_server()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -312,6 +351,7 @@ SUSPICIOUS_PATTERNS = [
     (r"\bsys\.modules\b", "edits sys.modules"),
     (r"\bbuiltins\b|__builtins__", "touches builtins"),
     (r"\bos\._exit\b", "ends the kernel with os._exit"),
+    (r"\bos\.kill\b|\bos\.killpg\b|\bgetppid\b|\bpthread_kill\b", "sends signals to other processes"),
     (r"__torch_function__|__torch_dispatch__", "defines a tensor subclass hook"),
     (r"\b(?:torch|math|np|numpy|F|nn|torch\.\w+|memprobe)\.[A-Za-z_]\w*(?:\.\w+)*\s*=(?!=)",
      "assigns to an attribute of a library module"),
@@ -377,29 +417,32 @@ def verify_results(results: list, autograder_zip: Path, jobs: int | None = None,
                    timeout: float = VERIFY_TIMEOUT_S, on_result=None) -> list:
     """Run the verification pass for every result otter graded ("ok") and combine it in place.
 
-    Results that otter could not grade keep their zero; each combined result gets verified=True."""
+    Results that otter could not grade keep their zero; each combined result gets verified=True
+    (unless the verifier itself failed: then it is flagged and verified again on the next run)."""
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [r for r in results if r.status == "ok" and not r.verified]
+    if not todo:
+        return results
 
-    def work(result):
-        try:
-            scan = scan_for_tampering(load_notebook(result.submission))
-        except Exception:
-            scan = []
-        combine(result, verify_notebook(result.submission, autograder_zip, timeout), scan)
-        result.verified = True
-        if on_result:
-            on_result(result)
-        return result
+    with VerifyServer(autograder_zip) as server:
+        def work(result):
+            try:
+                scan = scan_for_tampering(load_notebook(result.submission))
+            except Exception:
+                scan = []
+            report = server.verify(result.submission, timeout)
+            if report.status == "unavailable":
+                result.flags = list(dict.fromkeys(list(result.flags) + [f"not verified: {report.message}"]))
+            else:
+                combine(result, report, scan)
+                result.verified = True
+            if on_result:
+                on_result(result)
+            return result
 
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    _WARM.resize(jobs)
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs or os.cpu_count() or 1, len(todo)))) as pool:
             list(pool.map(work, todo))
-    finally:
-        _WARM.close()
     return results
 
 

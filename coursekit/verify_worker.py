@@ -226,17 +226,10 @@ def _preload() -> None:
         pass
 
 
-def main() -> None:
-    _preload()
-    job = json.loads(sys.stdin.read())
+def run_job(job: dict, test_files, snapshot: dict) -> None:
+    """Grade one submission's definitions (in a forked child); report signed results on job's fd."""
     emit = _emitter(bytes.fromhex(job.pop("key")), job["report_fd"])
     per_test_timeout = int(job["per_test_timeout"])
-
-    workdir = Path(tempfile.mkdtemp(prefix="verify-"))
-    test_files, check_modules = _load_autograder(job["autograder"], workdir)
-    snapshot = take_snapshot(check_modules)
-    shutil.rmtree(workdir)  # hidden tests and checks are no longer on disk
-    os.chdir(tempfile.mkdtemp(prefix="verify-run-"))
 
     def on_alarm(signum, frame):
         raise _TestTimeout()
@@ -292,5 +285,70 @@ def main() -> None:
     emit({"question": "__done__", "score": 0, "max_score": 0})
 
 
+def _recv_exact(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def serve(sock_fd: int, autograder_zip: str, memory_limit: int) -> None:
+    """Fork server: prepare once, then fork one fresh child per submission.
+
+    Each child starts from the same prepared state (imports done, checks loaded and snapshotted,
+    the unpacked autograder already deleted), runs one submission and exits: nothing passes from
+    one student to the next. A job arrives on the socket as a header carrying the report pipe's
+    write end (SCM_RIGHTS) followed by its JSON; the reply is the child's pid."""
+    import resource
+    import socket
+
+    _preload()
+    workdir = Path(tempfile.mkdtemp(prefix="verify-"))
+    test_files, check_modules = _load_autograder(autograder_zip, workdir)
+    snapshot = take_snapshot(check_modules)
+    shutil.rmtree(workdir)  # hidden tests and checks are no longer on disk
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    # Everything prepared so far is shared with the children; frozen, the collector neither scans it
+    # (the probe collects often) nor touches its pages (no copy-on-write).
+    import gc
+    gc.collect()
+    gc.freeze()
+    sock = socket.socket(fileno=sock_fd)
+    sock.sendall(b"ready\n")
+    while True:
+        try:
+            header, fds, _, _ = socket.recv_fds(sock, 32, 1)
+            if not header:
+                return
+            if len(header) < 32:
+                header += _recv_exact(sock, 32 - len(header))
+        except (OSError, EOFError):
+            return
+        length = int(header)
+        job = json.loads(_recv_exact(sock, length))
+        report_fd = fds[0]
+        pid = os.fork()
+        if pid == 0:  # the child: one submission, then exit
+            try:
+                os.setpgid(0, 0)
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                sock.close()  # no access to other jobs
+                if memory_limit:
+                    resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+                os.chdir(tempfile.mkdtemp(prefix="verify-run-"))
+                job["report_fd"] = report_fd
+                run_job(job, test_files, snapshot)
+            finally:
+                os._exit(0)
+        os.close(report_fd)
+        del job
+        sock.sendall(f"{pid}\n".encode())
+
+
 if __name__ == "__main__":
-    main()
+    serve(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))

@@ -70,7 +70,7 @@ def test_csv_has_otters_layout_and_a_row_per_submission(batch):
     out = batch["root"] / "out"
     header = (out / "grades.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     questions = ta_grade.question_names(batch["zip"])
-    assert header == ["file", *questions, "total_points_earned", "percent_correct", "grading_status", "status"]
+    assert header == ["file", *questions, "total_points_earned", "percent_correct", "grading_status", "status", "flags"]
     first = _rows(out)[0]
     assert first["file"] == "points-per-question"
     assert sorted(batch["rows"]) == sorted(["points-per-question", *batch["cases"]])

@@ -2,7 +2,7 @@
 that names it; every correct alternative keeps full marks.
 
 The catalogue is assignments/hw07/misconceptions/qN.py. Variants are graded as notebooks by the
-committed autograder zip (otter's own grading code, one process per notebook).
+committed autograder zip (otter's own grading code, a fresh single-use kernel per notebook).
 """
 from __future__ import annotations
 

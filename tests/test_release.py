@@ -112,6 +112,11 @@ def _student_text(assignment) -> dict[str, str]:
     return texts
 
 
+def _lines(text: str) -> set[str]:
+    """Whole lines, stripped (a solution line must match a line, not part of one)."""
+    return {line.strip() for line in text.splitlines()}
+
+
 def test_no_code_cell_inside_a_solution_block_lacks_markers(assignment):
     _, unmarked = _solution_lines(assignment)
     assert not unmarked, (f"code cells inside a raw BEGIN/END SOLUTION block without solution markers are "
@@ -122,7 +127,7 @@ def test_student_release_contains_no_solution_line(assignment):
     secret, _ = _solution_lines(assignment)
     assert len(secret) > 10, "the leak check found almost no solution lines: is the parser still right?"
     leaks = [(name, line) for name, text in _student_text(assignment).items()
-             for line in secret if line in text]
+             for line in secret & _lines(text)]
     assert not leaks, f"solution lines in the student release: {leaks[:10]}"
 
 
@@ -156,6 +161,9 @@ def test_student_release_contains_no_check_module(assignment):
     root = assignment.release_dirs()["student"]
     texts = _student_text(assignment)
     public = {l.strip() for p in assignment.shipped_files if p.suffix == ".py" for l in p.read_text().splitlines()}
+    # lines the master itself shows students (e.g. a constant of answer choices) are public too
+    secret, _ = _solution_lines(assignment)
+    public |= {l for p in assignment.notebook_sources for l in _lines(p.read_text())} - secret
     for package in assignment.check_packages:
         assert not (root / package.name).exists(), f"{package.name} is shipped to students"
         for module in package.rglob("*.py"):
@@ -163,9 +171,9 @@ def test_student_release_contains_no_check_module(assignment):
                 continue
             lines = {l.strip() for l in module.read_text().splitlines()
                      if (l.strip().startswith("def ") or len(re.sub(r"\W", "", l)) >= 40)
-                     and l.strip() not in public}
+                     and l.strip() not in public and not l.strip().startswith(("import ", "from "))}
             for name, text in texts.items():
-                found = [l for l in lines if l in text]
+                found = sorted(lines & _lines(text))
                 assert not found, f"{module.name} lines appear in student/{name}: {found[:3]}"
 
 

@@ -159,6 +159,7 @@ def evaluate(model, batches, loss_fn):
     return total / count
 '''),
     Variant("grad-mode-leak", "q1", note="set_grad_enabled(False) never restored", expect=("autograd is still disabled",),
+            isolated=True,
             source='''
 def evaluate(model, batches, loss_fn):
     was_training = model.training
