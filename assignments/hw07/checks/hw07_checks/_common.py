@@ -111,3 +111,16 @@ def shape_text(shape) -> list[str]:
     """The ways a message can print a shape: (4, 1), [4, 1], torch.Size([4, 1])."""
     shape = tuple(int(s) for s in shape)
     return [str(shape), str(list(shape)), str(torch.Size(shape))]
+
+
+def padded_targets(g: torch.Generator, B: int, T: int, V: int, pad_id, lengths=None) -> torch.Tensor:
+    """(B, T) targets: real tokens (never pad_id) followed by padding, a different length per row."""
+    real_ids = [i for i in range(V) if i != pad_id]
+    picks = torch.randint(0, len(real_ids), (B, T), generator=g)
+    targets = torch.tensor(real_ids)[picks]
+    if pad_id is not None:
+        if lengths is None:
+            lengths = [int(torch.randint(1, T + 1, (1,), generator=g)) for _ in range(B)]
+        for row, n in enumerate(lengths):
+            targets[row, n:] = pad_id
+    return targets

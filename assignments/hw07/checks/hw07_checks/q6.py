@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ._common import call, close_float, expect, fail, generator, require_tensor
+from ._common import call, close_float, expect, fail, generator, padded_targets, require_tensor
 
 _log_softmax = torch.log_softmax
 _softmax = torch.softmax
@@ -20,19 +20,6 @@ _exp = math.exp
 
 
 # ----------------------------------------------------------------------------- cases
-
-
-def _padded_targets(g: torch.Generator, B: int, T: int, V: int, pad_id, lengths=None) -> torch.Tensor:
-    """(B, T) targets: real tokens (never pad_id) followed by padding, a different length per row."""
-    real_ids = [i for i in range(V) if i != pad_id]
-    picks = torch.randint(0, len(real_ids), (B, T), generator=g)
-    targets = torch.tensor(real_ids)[picks]
-    if pad_id is not None:
-        if lengths is None:
-            lengths = [int(torch.randint(1, T + 1, (1,), generator=g)) for _ in range(B)]
-        for row, n in enumerate(lengths):
-            targets[row, n:] = pad_id
-    return targets
 
 
 def _logits(g: torch.Generator, B: int, T: int, V: int, dtype=_float64, scale: float = 2.0) -> torch.Tensor:
@@ -159,7 +146,7 @@ def _diagnostic_case(seed: int):
     """Uneven padding with a non-zero pad id, B != T != V, so every misconception gives its own value."""
     g = generator(seed)
     B, T, V, pad = 3, 5, 7, 2
-    targets = _padded_targets(g, B, T, V, pad, lengths=[5, 3, 1])
+    targets = padded_targets(g, B, T, V, pad, lengths=[5, 3, 1])
     return _logits(g, B, T, V), targets, pad
 
 
@@ -170,14 +157,14 @@ def _random_cases(seed: int):
     for B, T, V, pad, dtype in [(4, 6, 5, None, _float64), (1, 2, 2, None, _float64), (1, 2, 2, 0, _float64),
                                 (1, 2, 2, 1, _float64), (2, 7, 9, 8, torch.float32), (5, 4, 3, 0, _float64),
                                 (3, 3, 11, 5, torch.float32), (6, 10, 4, 3, _float64)]:
-        targets = _padded_targets(g, B, T, V, pad)
+        targets = padded_targets(g, B, T, V, pad)
         cases.append((_logits(g, B, T, V, dtype), targets, pad))
     # pad_id=None with targets that contain 0: nothing is padding
     targets = torch.randint(0, 3, (3, 4), generator=g)
     targets[:, -1] = 0
     cases.append((_logits(g, 3, 4, 3), targets, None))
     # a sequence whose targets are all padding contributes nothing
-    targets = _padded_targets(g, 3, 4, 6, 4, lengths=[4, 0, 2])
+    targets = padded_targets(g, 3, 4, 6, 4, lengths=[4, 0, 2])
     cases.append((_logits(g, 3, 4, 6), targets, 4))
     return cases
 

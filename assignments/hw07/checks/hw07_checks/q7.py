@@ -11,22 +11,11 @@ import numbers
 
 import torch
 
-from ._common import call, close, close_float, expect, fail, generator, require_tensor
+from ._common import call, close, close_float, expect, fail, generator, padded_targets, require_tensor
 
 _log_softmax = torch.log_softmax
 _float64 = torch.float64
 _LN2 = math.log(2)
-
-
-def _targets(g, B, T, V, pad_id, lengths=None):
-    real_ids = [i for i in range(V) if i != pad_id]
-    targets = torch.tensor(real_ids)[torch.randint(0, len(real_ids), (B, T), generator=g)]
-    if pad_id is not None:
-        if lengths is None:
-            lengths = [int(torch.randint(1, T + 1, (1,), generator=g)) for _ in range(B)]
-        for row, n in enumerate(lengths):
-            targets[row, n:] = pad_id
-    return targets
 
 
 def _bits_grid(logits, targets):
@@ -47,7 +36,7 @@ def _cases(seed):
                                          (1, 2, 2, 0, [1], _float64), (4, 6, 5, None, None, torch.float32),
                                          (2, 4, 3, 1, [4, 2], torch.float32), (5, 3, 9, 8, None, _float64),
                                          (2, 2, 2, 1, [2, 1], _float64)]:
-        targets = _targets(g, B, T, V, pad, lengths)
+        targets = padded_targets(g, B, T, V, pad, lengths)
         logits = (torch.randn(B, T, V, generator=g, dtype=_float64) * 2.5).to(dtype)
         cases.append((logits, targets, pad))
     return cases
@@ -103,7 +92,7 @@ def _pad_trap_case():
     """Padding positions the model predicts terribly, sitting before the worst real target in flat order."""
     g = generator(772)
     B, T, V, pad = 3, 4, 5, 3
-    targets = _targets(g, B, T, V, pad, lengths=[2, 4, 3])
+    targets = padded_targets(g, B, T, V, pad, lengths=[2, 4, 3])
     logits = torch.randn(B, T, V, generator=g, dtype=_float64)
     pad_rows, pad_cols = (targets == pad).nonzero(as_tuple=True)
     logits[pad_rows, pad_cols, pad] = -12.0   # a pad target costs about 17 bits: the worst if counted
