@@ -351,7 +351,7 @@ def run(submissions_dir: Path, out_dir: Path, autograder_zip: Path | None = None
         results.update({p: r for p, r in zip(todo, fresh)})
         # Second pass: every graded submission is checked again where its code cannot reach the checks
         # (verify.py); the lower score counts and disagreements are flagged. Records are saved again.
-        unverified = [r for r in results.values() if r.status == "ok" and not r.verified]
+        unverified = [r for r in results.values() if not r.verified]
         if unverified:
             print(f"[grade] verification pass on {len(unverified)} submissions", file=stdout, flush=True)
             progress = Progress(len(unverified), stream=stderr)

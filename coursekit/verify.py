@@ -421,6 +421,16 @@ def verify_results(results: list, autograder_zip: Path, jobs: int | None = None,
     (unless the verifier itself failed: then it is flagged and verified again on the next run)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    for result in results:  # not gradable: no second pass, but what the code tried is still flagged
+        if result.status != "ok" and not result.verified:
+            try:
+                scan = scan_for_tampering(load_notebook(result.submission))
+            except Exception:
+                scan = []
+            result.flags = list(dict.fromkeys(list(result.flags) + [f"suspicious code: {s}" for s in scan]))
+            result.verified = True
+            if on_result:
+                on_result(result)
     todo = [r for r in results if r.status == "ok" and not r.verified]
     if not todo:
         return results

@@ -26,7 +26,7 @@ def graded(assignment, tmp_path_factory):
         path.parent.mkdir()
         nbformat.write(nb, path)
         paths.append(path)
-    results = verify.grade_verified(paths, assignment.autograder_zip(), jobs=2, timeout=180)
+    results = verify.grade_verified(paths, assignment.autograder_zip(), jobs=2, timeout=60)  # patch-builtins hangs its kernel
     return dict(zip(notebooks, results))
 
 
@@ -47,4 +47,4 @@ def test_tampering_does_not_pay_and_is_flagged(graded, technique):
         assert got <= question.score + 1e-9, (f"{technique}: {name} scored {got} > {question.score} without "
                                               f"tampering; flags: {result.flags}")
     assert result.total <= base.total + 1e-9
-    assert result.flags or result.status != "ok", f"{technique} was not flagged"
+    assert result.flags, f"{technique} was not flagged (status {result.status}: {result.message})"

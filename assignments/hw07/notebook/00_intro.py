@@ -14,6 +14,11 @@
 # example. Hidden tests decide the score: fresh random cases, edge cases, and
 # the mistakes the handout warns about.
 #
+# Keep each graded function self-contained: it may use the imports below and
+# constants with literal values, but not variables created elsewhere in the
+# notebook. The grader also runs your definitions on their own, apart from
+# the rest of the notebook, and the lower of the two scores counts.
+#
 # Everything runs on a CPU in seconds. `memprobe.py`, next to this notebook,
 # measures tensor memory the same way the grader does.
 
