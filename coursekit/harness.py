@@ -23,11 +23,12 @@ import importlib.util
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
+if TYPE_CHECKING:  # the catalogue side (Variant, read_catalogue) needs only the standard library
+    import nbformat
 
-from . import grading
-from .build import Assignment
+    from .build import Assignment
 
 
 @dataclass(frozen=True)
@@ -141,9 +142,10 @@ def inject(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
     return nb
 
 
-def load_catalogue(assignment: Assignment, questions: list[str] | None = None) -> list[Variant]:
+def read_catalogue(folder: Path, questions: list[str] | None = None) -> list[Variant]:
+    """Every Variant in folder/q*.py (optionally only those of `questions`)."""
     variants = []
-    for path in sorted((assignment.source_dir / "misconceptions").glob("q*.py")):
+    for path in sorted(Path(folder).glob("q*.py")):
         spec = importlib.util.spec_from_file_location(f"_catalogue_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -153,6 +155,10 @@ def load_catalogue(assignment: Assignment, questions: list[str] | None = None) -
     if duplicates:
         raise ValueError(f"duplicate variant ids: {sorted(duplicates)}")
     return variants
+
+
+def load_catalogue(assignment: Assignment, questions: list[str] | None = None) -> list[Variant]:
+    return read_catalogue(assignment.source_dir / "misconceptions", questions)
 
 
 def pack(variants: list[Variant]) -> list[list[Variant]]:
@@ -172,8 +178,13 @@ def pack(variants: list[Variant]) -> list[list[Variant]]:
 
 
 def grade_variants(variants: list[Variant], solution_notebook: Path, autograder_zip: Path,
-                   jobs: int | None = None, timeout: float = grading.DEFAULT_TIMEOUT_S) -> dict[tuple[str, str], VariantResult]:
+                   jobs: int | None = None, timeout: float | None = None) -> dict[tuple[str, str], VariantResult]:
     """Grade every variant through the built autograder; keyed by (question, id)."""
+    import nbformat
+
+    from . import grading
+
+    timeout = timeout or grading.DEFAULT_TIMEOUT_S
     base = nbformat.read(solution_notebook, as_version=4)
     groups = pack(variants)
     with tempfile.TemporaryDirectory(prefix="variants-") as tmp:

@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 HEADER = re.compile(r"^# %%(?:\s+\[(?P<kind>markdown|md|raw)\])?\s*$")
 
 
@@ -82,7 +80,9 @@ def read_cells(path: Path) -> list[Cell]:
     return parse(path.read_text(encoding="utf-8"), name=str(path))
 
 
-def to_notebook_cell(cell: Cell) -> nbformat.NotebookNode:
+def to_notebook_cell(cell: Cell):
+    import nbformat  # here, so that reading sources needs only the standard library
+
     factory = {
         "code": nbformat.v4.new_code_cell,
         "markdown": nbformat.v4.new_markdown_cell,

@@ -9,9 +9,8 @@ On a CUDA machine the hidden checks measure with the allocator statistics
 autograder's memory probe, on models and inputs placed on the GPU; on the CPU
 with the storage tracker. Same assertions, same margins. This script:
 
-1. loads the solution functions from the master sources (setup cells and the
-   cells between `# BEGIN SOLUTION` / `# END SOLUTION`), like
-   tests/test_part1_memory.py, without needing nbformat or otter;
+1. loads the solution functions from the master sources with
+   tests/part1_solution.py (shared with tests/test_part1_memory.py; no nbformat or otter);
 2. runs every hidden check of q1, q4 and q5 on the solution (all must pass);
 3. runs the memory checks on the variants that give the right numbers and
    differ only in memory (M4, M18, M23, M17, ...): the numeric checks must pass
@@ -23,140 +22,21 @@ It needs torch (with CUDA), numpy and matplotlib; nothing else from the reposito
 from __future__ import annotations
 
 import argparse
-import ast
-import gc
-import importlib.util
-import re
 import sys
 import time
-import types
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-HW = ROOT / "assignments" / "hw07"
-sys.path[:0] = [str(HW / "checks"), str(HW / "files")]
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matplotlib  # noqa: E402
-
 matplotlib.use("Agg")
+
+from part1_solution import CHECKS, MEMORY_CHECKS, catalogue, defined_names, run_check  # noqa: E402
+from part1_solution import solution_namespace as namespace  # noqa: E402
+from hw07_checks import _probe, q1, q4, q5  # noqa: E402
 import torch  # noqa: E402
 
-from hw07_checks import _probe, q1, q4, q5  # noqa: E402
-from hw07_checks._common import CheckFailure  # noqa: E402
-
-SOURCES = ("00_intro.py", "01_q1_switches.py", "04_q4_memory.py", "05_q5_accumulation.py")
-HEADER = re.compile(r"^# %%(?:\s+\[(markdown|md|raw)\])?\s*$")
-CHECKS = {
-    "train_step": [q1.check_train_step],
-    "evaluate": [q1.check_evaluate, q1.check_evaluate_memory],
-    "SWITCHES": [q1.check_switches],
-    "adam_static_bytes": [q4.check_adam_static_bytes],
-    "saved_activation_bytes": [q4.check_saved_activation_bytes, q4.check_saved_activation_bytes_no_leak],
-    "memory_timeline": [q4.check_memory_timeline],
-    "plot_memory_timeline": [q4.check_plot_memory_timeline],
-    "OOM_CAUSE": [q4.check_oom_cause],
-    "accumulate_gradients": [q5.check_accumulate_gradients, q5.check_accumulation_memory],
-    "accumulated_train_step": [q5.check_accumulated_train_step],
-    "checkpointed_forward": [q5.check_checkpointed_forward, q5.check_checkpoint_memory],
-}
-MEMORY_CHECKS = {q1.check_evaluate_memory, q4.check_saved_activation_bytes_no_leak, q4.check_memory_timeline,
-                 q5.check_accumulation_memory, q5.check_checkpoint_memory}
 MEMORY_ONLY = ["M4", "M4-kept-losses", "M18", "M18-list", "M23", "M23-plain", "M17", "M17-probe-per-step",
                "identity-pack-leak"]
-
-
-def read_cells(path: Path) -> list[tuple[str, str]]:
-    """(kind, source) of each percent-format cell (the subset of coursekit.percent this script needs)."""
-    cells, kind, body = [], None, []
-    for line in path.read_text(encoding="utf-8").splitlines() + ["# %%"]:
-        match = HEADER.match(line)
-        if match:
-            if kind is not None:
-                text = "\n".join(body).strip("\n")
-                if kind != "code":
-                    text = "\n".join(l[2:] if l.startswith("# ") else "" for l in text.splitlines())
-                cells.append((kind, text))
-            kind, body = ("code" if match.group(1) is None else "raw" if match.group(1) == "raw" else "markdown"), []
-        else:
-            body.append(line)
-    return cells
-
-
-def solution_code() -> list:
-    codes = []
-    for name in SOURCES:
-        setup, inside = True, False
-        for kind, text in read_cells(HW / "notebook" / name):
-            if kind == "raw":
-                setup = setup and not text.strip().startswith("# BEGIN QUESTION")
-                inside = text.strip() == "# BEGIN SOLUTION" or (inside and text.strip() != "# END SOLUTION")
-            elif kind == "code" and (name.startswith("00_") or setup or inside):
-                codes.append(compile(text, f"{name}", "exec"))
-    return codes
-
-
-CODES = solution_code()
-
-
-def namespace(extra: str = "") -> dict:
-    threads = torch.get_num_threads()
-    ns: dict = {"__name__": "hw07_solution"}
-    try:
-        for code in CODES:
-            exec(code, ns)
-        if extra:
-            exec(compile(extra, "<variant>", "exec"), ns)
-    finally:
-        torch.set_num_threads(threads)
-        gc.unfreeze()
-    return ns
-
-
-def catalogue() -> dict:
-    try:
-        from coursekit.harness import Variant  # noqa: F401  (needs nbformat)
-    except Exception:  # a bare GPU image: a stand-in with the same fields
-        @dataclass(frozen=True)
-        class Variant:  # type: ignore[no-redef]
-            id: str
-            question: str
-            source: str
-            expect: tuple = ()
-            correct: bool = False
-            note: str = ""
-
-        sys.modules.setdefault("coursekit", types.ModuleType("coursekit"))
-        harness = types.ModuleType("coursekit.harness")
-        harness.Variant = Variant
-        sys.modules["coursekit.harness"] = harness
-        sys.modules["coursekit"].harness = harness
-    sys.path.insert(0, str(ROOT))
-    variants = {}
-    for q in ("q1", "q4", "q5"):
-        spec = importlib.util.spec_from_file_location(f"_part1_{q}", HW / "misconceptions" / f"{q}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        variants.update({v.id: v for v in module.VARIANTS})
-    return variants
-
-
-def names(source: str) -> list[str]:
-    out = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef):
-            out.append(node.name)
-        elif isinstance(node, ast.Assign):
-            out.extend(t.id for t in node.targets if isinstance(t, ast.Name))
-    return out
-
-
-def run(check, value) -> str | None:
-    try:
-        check(value)
-    except CheckFailure as exc:
-        return str(exc)
-    return None
 
 
 def figures(label: str, ns: dict, which=("evaluate", "accumulation", "checkpoint", "timeline", "leak")) -> None:
@@ -208,7 +88,7 @@ def main(argv=None) -> int:
     for name, checks in CHECKS.items():
         for check in checks:
             t = time.perf_counter()
-            message = run(check, sol[name])
+            message = run_check(check, sol[name])
             status = "pass" if message is None else f"FAIL: {message}"
             where = f"{check.__module__.rsplit('.', 1)[-1]}.{check.__name__}"
             print(f"  {where:43s} {time.perf_counter() - t:5.2f} s  {status}")
@@ -226,9 +106,9 @@ def main(argv=None) -> int:
         variant = variants[vid]
         ns = namespace(variant.source)
         failed = []
-        for name in names(variant.source):
+        for name in defined_names(variant.source):
             for check in CHECKS[name]:
-                message = run(check, ns[name])
+                message = run_check(check, ns[name])
                 if message is not None:
                     failed.append((check, message))
         text = " ".join(m for _, m in failed).lower()

@@ -20,12 +20,7 @@ prints the figures there).
 """
 from __future__ import annotations
 
-import ast
 import copy
-import gc
-import importlib.util
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -36,64 +31,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-HW = ROOT / "assignments" / "hw07"
-for path in (ROOT, HW / "checks", HW / "files"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from coursekit.percent import read_cells  # noqa: E402
+from part1_solution import CHECKS  # noqa: E402  (first: it puts the checks on sys.path)
 from hw07_checks import _probe, q1, q4, q5  # noqa: E402
-from hw07_checks._common import CheckFailure  # noqa: E402
-
-SOURCES = ("01_q1_switches.py", "04_q4_memory.py", "05_q5_accumulation.py")
-CHECKS = {  # name in the notebook -> the hidden checks that receive it
-    "train_step": [q1.check_train_step],
-    "evaluate": [q1.check_evaluate, q1.check_evaluate_memory],
-    "SWITCHES": [q1.check_switches],
-    "adam_static_bytes": [q4.check_adam_static_bytes],
-    "saved_activation_bytes": [q4.check_saved_activation_bytes, q4.check_saved_activation_bytes_no_leak],
-    "memory_timeline": [q4.check_memory_timeline],
-    "plot_memory_timeline": [q4.check_plot_memory_timeline],
-    "OOM_CAUSE": [q4.check_oom_cause],
-    "accumulate_gradients": [q5.check_accumulate_gradients, q5.check_accumulation_memory],
-    "accumulated_train_step": [q5.check_accumulated_train_step],
-    "checkpointed_forward": [q5.check_checkpointed_forward, q5.check_checkpoint_memory],
-}
-MEMORY_CHECKS = {q1.check_evaluate_memory, q4.check_saved_activation_bytes_no_leak, q4.check_memory_timeline,
-                 q5.check_accumulation_memory, q5.check_checkpoint_memory}
-
-
-def _solution_cells():
-    cells = [(c.source, c.origin) for c in read_cells(HW / "notebook" / "00_intro.py") if c.kind == "code"]
-    for name in SOURCES:
-        setup, inside = True, False
-        for cell in read_cells(HW / "notebook" / name):
-            text = cell.source.strip()
-            if cell.kind == "raw":
-                setup = setup and not text.startswith("# BEGIN QUESTION")
-                inside = text == "# BEGIN SOLUTION" or (inside and text != "# END SOLUTION")
-            elif cell.kind == "code" and (setup or inside):
-                cells.append((cell.source, cell.origin))
-    return [compile(source, origin, "exec") for source, origin in cells]
-
-
-CELLS = _solution_cells()
-
-
-def solution_namespace(extra_source: str = "") -> dict:
-    """Fresh globals of the solution (plus a variant's replacement definitions, as the harness injects them)."""
-    threads = torch.get_num_threads()
-    ns: dict = {"__name__": "hw07_solution"}
-    try:
-        for code in CELLS:
-            exec(code, ns)
-        if extra_source:
-            exec(compile(extra_source, "<variant>", "exec"), ns)
-    finally:  # the setup cell pins one thread and freezes the heap: not for the rest of the session
-        torch.set_num_threads(threads)
-        gc.unfreeze()
-    return ns
+from part1_solution import MEMORY_CHECKS, catalogue, defined_names, run_check, solution_namespace  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -101,36 +41,7 @@ def sol():
     return solution_namespace()
 
 
-def _catalogue():
-    variants = []
-    for q in ("q1", "q4", "q5"):
-        spec = importlib.util.spec_from_file_location(f"_part1_{q}", HW / "misconceptions" / f"{q}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        variants.extend(module.VARIANTS)
-    return {v.id: v for v in variants}
-
-
-CATALOGUE = _catalogue()
-
-
-def _names(source: str) -> list[str]:
-    names = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
-
-
-def _run(check, value) -> str | None:
-    """None when the check passes, else its message."""
-    try:
-        check(value)
-    except CheckFailure as exc:
-        return str(exc)
-    return None
+CATALOGUE = catalogue()
 
 
 # ----------------------------------------------------------------------------- the solution's behaviour
@@ -269,7 +180,7 @@ def test_memory_timeline_structure_on_the_cpu_tracker(sol):
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_solution_passes_every_hidden_check(sol, name):
     for check in CHECKS[name]:
-        assert _run(check, sol[name]) is None, f"{check.__name__} fails the solution"
+        assert run_check(check, sol[name]) is None, f"{check.__name__} fails the solution"
 
 
 def test_untouched_stubs_fail_every_hidden_check():
@@ -280,7 +191,7 @@ def test_untouched_stubs_fail_every_hidden_check():
                "OOM_CAUSE": {k: ... for k in q4.EXPECTED_OOM_CAUSE}}
     for name, checks in CHECKS.items():
         for check in checks:
-            message = _run(check, prompts.get(name, stub))
+            message = run_check(check, prompts.get(name, stub))
             assert message, f"{check.__name__} passes the untouched stub of {name}"
 
 
@@ -293,9 +204,9 @@ def test_memory_checks_catch_what_the_numbers_cannot(variant_id):
     variant = CATALOGUE[variant_id]
     ns = solution_namespace(variant.source)
     failed = []
-    for name in _names(variant.source):
+    for name in defined_names(variant.source):
         for check in CHECKS[name]:
-            message = _run(check, ns[name])
+            message = run_check(check, ns[name])
             if message is not None:
                 failed.append((check, message))
     assert failed, f"{variant_id} ({variant.note}) passes every check"
@@ -311,9 +222,9 @@ def test_memory_checks_accept_correct_alternatives(variant_id):
     variant = CATALOGUE[variant_id]
     assert variant.correct
     ns = solution_namespace(variant.source)
-    for name in _names(variant.source):
+    for name in defined_names(variant.source):
         for check in CHECKS[name]:
-            assert _run(check, ns[name]) is None, f"{check.__name__} fails the correct alternative {variant_id}"
+            assert run_check(check, ns[name]) is None, f"{check.__name__} fails the correct alternative {variant_id}"
 
 
 def test_cpu_memory_figures_separate_reference_and_misconceptions():
