@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .build import KERNELSPEC
+
 DEFAULT_TIMEOUT_S = 300
 RESULTS_MAX_BYTES = 16 << 20          # a results file larger than this is not read
 NOTEBOOK_MAX_BYTES = 256 << 20        # a submission larger than this is not opened
@@ -49,8 +51,7 @@ ZIP_MAX_BYTES = 512 << 20             # uncompressed size of a submitted zip
 OUTPUT_CAP_BYTES = 256 << 10          # printed output kept per cell (the rest is dropped)
 KERNEL_START_TIMEOUT_S = 120
 PREIMPORTS = ("numpy", "torch", "matplotlib.pyplot", "otter", "otter.execute", "otter.test_files")
-KERNEL_NAME = "python3"
-KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": KERNEL_NAME}
+KERNEL_NAME = KERNELSPEC["name"]
 META_KEY = "coursekit_cell"            # cell metadata: the submission's own cell number
 
 
