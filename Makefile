@@ -1,20 +1,27 @@
-# Homework 7 package. `make` installs everything and regenerates the releases;
-# `make test` runs the package's own tests. See README.md.
+# Course kit. `make` installs everything and regenerates the releases; `make test` runs the
+# package's own tests. Every target takes HW=<assignment> (default: all of assignments/, or the
+# only one); `make test Q=q6` runs only q6's tests and catalogue variants. See README.md.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-HW     ?= hw07
+HW     ?=
+Q      ?=
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+# HW= limits the tests to that assignment (its parametrized tests and assignments/HW/tests/);
+# Q= to those questions (pytest -k, and the misconception catalogue's variants of Q only).
+SELECTION  := $(if $(HW),COURSEKIT_HW=$(HW)) $(if $(Q),COURSEKIT_QUESTIONS=$(Q))
+TEST_PATHS := $(if $(HW),tests $(wildcard assignments/$(HW)/tests))
 
 .PHONY: all install release release-check test test-slow test-all grade bench clean
 
 all: release
 
 # A virtual environment of our own, from pinned requirements; re-created when they change.
-$(STAMP): requirements.txt constraints.txt
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -e . --no-deps
 	$(PY) -m pip check
 	touch $(STAMP)
 
@@ -26,26 +33,26 @@ release: $(STAMP)
 
 # Fail if the committed releases differ from a fresh build.
 release-check: $(STAMP)
-	$(PY) -m pytest -q tests/test_release.py -k fresh
+	$(SELECTION) $(PY) -m pytest -q tests/test_release.py -k fresh
 
 # The default suite (CI runs this): well under 15 minutes on 2 cores.
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(SELECTION) $(PY) -m pytest -q -m "not slow" $(TEST_PATHS) $(if $(Q),-k "$(Q)")
 
 # Slow suites (long-running robustness and benchmark-sized cases).
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(SELECTION) $(PY) -m pytest -q -m slow $(TEST_PATHS) $(if $(Q),-k "$(Q)")
 
 test-all: test test-slow
 
-# TA batch grading: make grade SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]
+# TA batch grading with HW's autograder zip: make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || { echo "usage: make grade SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]"; exit 2; }
-	$(PY) -m coursekit grade "$(SUBMISSIONS)" --out "$(OUT)" --jobs $(JOBS) $(if $(FORCE),--force,)
+	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || { echo "usage: make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]"; exit 2; }
+	$(PY) -m coursekit grade "$(SUBMISSIONS)" --out "$(OUT)" --jobs $(JOBS) $(if $(HW),--hw $(HW)) $(if $(FORCE),--force,)
 
 # Benchmarks print figures; they assert nothing.
 bench: $(STAMP)
-	$(PY) bench/release_benchmark.py
+	$(PY) bench/release_benchmark.py $(HW)
 	$(PY) bench/grading_benchmark.py
 
 clean:

@@ -1,52 +1,52 @@
-"""Print the tamper corpus table: otter's score, the final (verified) score and the flags per technique.
+"""Print the attack corpus table: per attack, the grade, otter's in-kernel column and the flags.
 
-    .venv/bin/python bench/tamper_report.py
+    .venv/bin/python bench/tamper_report.py [--only id,id,...] [--no-otter-pass] [--settle 30]
 
-Each notebook is the solution with one misconception per question injected ("base"), plus one
-tampering technique from tests/tamper_corpus.py. Figures only; tests/test_tamper.py asserts.
+Every notebook is the base (known wrong answers, tests/attack_corpus.py) plus one attack, graded in one
+`python -m coursekit grade` batch with the base and two honest classmates, after those three were graded
+alone. Figures only; tests/test_attacks.py asserts the same conditions.
 """
 from __future__ import annotations
 
-import copy
+import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import nbformat  # noqa: E402
-
-import tamper_corpus  # noqa: E402
-from coursekit import grading, harness, verify  # noqa: E402
-from coursekit.build import Assignment  # noqa: E402
+import attack_corpus as ac  # noqa: E402
+from test_attacks import QUESTIONS, attack_run  # noqa: E402
 
 
 def main() -> None:
-    assignment = Assignment("hw07")
-    solution = nbformat.read(assignment.release_dirs()["solutions"] / assignment.notebook_name, as_version=4)
-    base = tamper_corpus.base_notebook(solution, harness.load_catalogue(assignment))
-    notebooks = {"solution": solution, "base": base}
-    notebooks.update({t: tamper_corpus.tampered(base, t) for t in sorted(tamper_corpus.TECHNIQUES)})
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for name, nb in notebooks.items():
-            path = Path(tmp) / name / assignment.notebook_name
-            path.parent.mkdir()
-            nbformat.write(nb, path)
-            paths.append(path)
-        start = time.monotonic()
-        otter = grading.grade_many(paths, assignment.autograder_zip(), jobs=2, timeout=120)
-        final = verify.verify_results(copy.deepcopy(otter), assignment.autograder_zip(), jobs=2)
-        seconds = time.monotonic() - start
-    print(f"{'notebook':28s} {'otter':>7s} {'final':>7s}  flags (first)")
-    for name, o, f in zip(notebooks, otter, final):
-        otter_text = f"{o.total:g}" if o.status == "ok" else o.status
-        print(f"{name:28s} {otter_text:>7s} {f.total if f.status == 'ok' else 0:7g}  {len(f.flags):2d} "
-              f"{f.flags[0][:70] if f.flags else ''}")
-    print(f"\n{len(notebooks)} notebooks graded and verified in {seconds:.0f} s (2 jobs)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated attack ids (default: the whole corpus)")
+    parser.add_argument("--no-otter-pass", action="store_true", help="grade without otter's in-kernel pass")
+    parser.add_argument("--settle", type=float, default=0, help="seconds to wait before checking OUT again")
+    args = parser.parse_args()
+    attacks = [a for a in args.only.split(",") if a] or ac.ATTACK_IDS
+    with tempfile.TemporaryDirectory(prefix="attacks-") as tmp:
+        run = attack_run(Path(tmp), attacks, otter_pass=not args.no_otter_pass, settle_s=args.settle)
+        honest = run.alone_row("base.ipynb")
+        print(f"honest base: {honest['total']} / {honest['possible']} (graded alone)\n")
+        print(f"{'attack':28s} {'kind':10s} {'status':10s} {'grade':>6s} {'otter':>6s}  {'pays?':5s} flags")
+        for attack in attacks:
+            row = run.row(f"attack-{attack}.ipynb")
+            above = [q for q in QUESTIONS if float(row[q] or 0) > float(honest[q] or 0) + 1e-9]
+            print(f"{attack:28s} {ac.BY_ID[attack].kind:10s} {row['status']:10s} {row['total'] or '-':>6s} "
+                  f"{row['otter_total'] or '-':>6s}  {'YES ' + ','.join(above) if above else 'no':5s} "
+                  f"{row['flags'][:70]}")
+        changed = [n for n, r in run.roles.items() if (r == "base" or r.startswith("classmate:"))
+                   and run.row(n) != run.alone_row(n)]
+        print(f"\nbatch: exit {run.batch.returncode}, {len(run.batch.rows)} rows for {len(run.roles)} files, "
+              f"{run.batch.seconds:.0f} s ({len(run.roles)} notebooks, 2 jobs)")
+        print(f"classmates' rows changed: {changed or 'none'}")
+        print(f"processes left: {len(run.leftovers)}; files dropped outside: {len(run.dropped)}; "
+              f"SUBMISSIONS unchanged: {run.subs_after == run.subs_before}; "
+              f"OUT unchanged after {args.settle:g} s: {run.out_later == run.out_at_return}")
+        for line in run.leftovers[:10] + run.dropped[:10]:
+            print("  ", line)
 
 
 if __name__ == "__main__":

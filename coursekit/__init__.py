@@ -1,11 +1,14 @@
-"""coursekit: build, grade and check the Handout #7 assignment package.
+"""coursekit: build, grade and check autograded assignments (assignments/<name>/).
 
 Modules:
-  percent     authored master sources (jupytext percent format) <-> notebooks
+  master      authored master sources (jupytext percent format) -> cells with file:line
+  validate    build-time checks of a master (points, names, hidden tests, catalogues)
   build       master -> otter assign -> normalized student/, solutions/, autograder/
+  scaffold    `coursekit new NAME`: a new assignment with one example question
+  progress    progress bars (tqdm) for long loops
   grading     grade notebooks with the built autograder (real otter code)
   harness     misconception harness: inject buggy variants, grade, report
-  cli         `python -m coursekit ...`
+  cli         `coursekit ...` (or `python -m coursekit ...`)
 """
 from pathlib import Path
 

@@ -66,6 +66,9 @@ def _record(entry: intake.Entry, assignment: str, autograder_sha: str, questions
                     record["flags"].append(f"{q.name}: otter's in-kernel pass gives {theirs:g}, the examiner {mine:g}")
         elif record["status"] == "graded":
             record["flags"].append(f"otter's in-kernel pass produced no score ({otter.get('error')})")
+    broken = sorted({t["question"] for t in record["tests"] if t.get("grader_error")})
+    if broken:
+        record["flags"].append(f"grader error in {', '.join(broken)}: a test's inputs could not be built")
     if not sandboxed and result is not None:
         record["flags"].append("graded without a sandbox (--no-sandbox)")
     record["seconds"]["total"] = round(sum(v for v in record["seconds"].values() if isinstance(v, (int, float))), 3)
@@ -78,7 +81,7 @@ def _default_jobs() -> int:
 
 def run(submissions: Path, out: Path, autograder_zip: Path, *, jobs: int | None = None, timeout: float = 300,
         memory_gib: float | None = None, force: bool = False, otter_pass: bool = True, use_sandbox: bool = True,
-        misconceptions: Path | None = None) -> int:
+        misconceptions: Path | None = None, quiet: bool = False) -> int:
     start = time.monotonic()
     if use_sandbox:
         sandbox.require_bwrap()
@@ -119,10 +122,29 @@ def run(submissions: Path, out: Path, autograder_zip: Path, *, jobs: int | None 
         shutil.rmtree(staging, ignore_errors=True)
     ordered = [done[e.id] for e in entries if e.id in done]
     _write_outputs(out, ordered, [q.name for q in questions], misconceptions)
-    print(records.summary(ordered, [q.name for q in questions], len(todo), reused,
-                          time.monotonic() - start))
-    print(f"[grade] wrote {out / 'grades.csv'}, {out / 'feedback'}/, {out / 'report.html'}")
+    if not quiet:
+        print(records.summary(ordered, [q.name for q in questions], len(todo), reused, time.monotonic() - start))
+        print(f"[grade] wrote {out / 'grades.csv'}, {out / 'feedback'}/, {out / 'report.html'}")
     return 0
+
+
+def grade_notebooks(paths: list[Path], autograder_zip: Path, *, jobs: int = 2, otter_pass: bool = False,
+                    timeout: float = 300, out: Path | None = None) -> list[dict]:
+    """Grade these notebooks as one batch, exactly as `make grade` does; their records, in order."""
+    with tempfile.TemporaryDirectory(prefix="coursekit-batch-") as tmp:
+        folder = Path(tmp) / "submissions"
+        folder.mkdir()
+        names = []
+        for i, path in enumerate(paths):
+            names.append(f"{i:04d}-{Path(path).name}")
+            shutil.copy2(path, folder / names[-1])
+        out = out or Path(tmp) / "out"
+        run(folder, out, autograder_zip, jobs=jobs, timeout=timeout, otter_pass=otter_pass, quiet=True)
+        by_file = {}
+        for record_path in (out / "records").glob("*.json"):
+            record = records.json.loads(record_path.read_text(encoding="utf-8"))
+            by_file[record["file"]] = record
+        return [by_file[name] for name in names]
 
 
 def _save(out: Path, key: bytes, record: dict) -> dict:

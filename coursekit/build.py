@@ -1,8 +1,8 @@
 """Build an assignment's releases from its authored master.
 
     assignments/<hw>/assignment.yaml     otter's ASSIGNMENT CONFIG
-    assignments/<hw>/notebook/*.py       the master notebook, as text (see percent.py)
-    assignments/<hw>/files/              shipped to students and the autograder (otter `files:`)
+    assignments/<hw>/notebook/*.py       the master notebook, as text (see master.py)
+    assignments/<hw>/files/              shipped to students and the autograder (otter `files:`; optional)
     assignments/<hw>/checks/             hidden check packages, autograder only (`autograder_files:`)
     assignments/<hw>/grader/             copied into autograder/<hw>/ (requirements, GPU grading docs)
 
@@ -12,12 +12,14 @@ produce (all generated, committed, never edited by hand):
     solutions/<hw>/    the solution notebook, executed, with its figures
     autograder/<hw>/   <hw>-autograder.zip for otter run / otter grade / Gradescope
 
-Everything otter makes random (cell ids, the zip's name, entry order and
+The master is validated first (validate.py: errors name file:line); an otter
+failure is re-raised naming the question and file it comes from. Everything otter makes random (cell ids, the zip's name, entry order and
 timestamps, the pass emoji in check output) is normalized, so a second build
 changes no byte.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -31,7 +33,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from . import REPO_ROOT, percent
+from . import REPO_ROOT, master, validate
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -49,7 +51,7 @@ class Assignment:
 
     name: str
     root: Path = REPO_ROOT
-    only: tuple[str, ...] = ()  # trial builds: question ids to keep (files 00_* and *_qN_* )
+    only: tuple[str, ...] = ()  # trial builds: question ids to keep (plus the files without a question)
 
     @property
     def source_dir(self) -> Path:
@@ -58,14 +60,15 @@ class Assignment:
     @property
     def notebook_sources(self) -> list[Path]:
         sources = sorted((self.source_dir / "notebook").glob("*.py"))
-        if self.only:
-            sources = [p for p in sources if p.name.startswith("00_")
-                       or any(f"_{q}_" in p.name for q in self.only)]
+        if self.only:  # files are named NN_<id>_<topic>.py (validated); q8 keeps q8a..q8d, and so does q8a
+            families = {re.sub(r"(\d)[a-z]$", r"\1", q) for q in self.only}
+            sources = [p for p in sources if validate.file_question_id(p) in families | {None}]
         return sources
 
     @property
     def shipped_files(self) -> list[Path]:
-        return sorted(p for p in (self.source_dir / "files").iterdir() if not _ignored(p))
+        files = self.source_dir / "files"
+        return sorted(p for p in files.iterdir() if not _ignored(p)) if files.exists() else []
 
     @property
     def check_packages(self) -> list[Path]:
@@ -91,6 +94,12 @@ class Assignment:
 
     def autograder_zip(self, out_root: Path | None = None) -> Path:
         return self.release_dirs(out_root)["autograder"] / self.zip_name
+
+
+def assignment_names(root: Path = REPO_ROOT) -> list[str]:
+    """Every assignment under root/assignments/ (a folder with an assignment.yaml)."""
+    folder = Path(root) / "assignments"
+    return sorted(p.name for p in folder.iterdir() if (p / "assignment.yaml").is_file()) if folder.is_dir() else []
 
 
 def _ignored(path: Path) -> bool:
@@ -121,7 +130,7 @@ def assemble_master(assignment: Assignment) -> nbformat.NotebookNode:
     if not sources:
         raise BuildError(f"no notebook sources in {assignment.source_dir / 'notebook'}")
     for path in sources:
-        nb.cells.extend(percent.to_notebook_cell(c) for c in percent.read_cells(path))
+        nb.cells.extend(master.to_notebook_cell(c) for c in master.read_cells(path))
     return nb
 
 
@@ -152,11 +161,59 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def run_otter_assign(master: Path, result: Path) -> None:
-    cmd = [sys.executable, "-m", "otter", "assign", "--no-run-tests", str(master), str(result)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=master.parent)
+class OtterAssignError(BuildError):
+    def __init__(self, returncode: int, output: str):
+        self.output = output
+        lines = [line for line in output.strip().splitlines() if line.strip()]
+        self.summary = lines[-1] if lines else f"exit status {returncode}"
+        super().__init__(f"otter assign failed ({returncode}):\n{output}")
+
+
+def run_otter_assign(master_notebook: Path, result: Path) -> None:
+    cmd = [sys.executable, "-m", "otter", "assign", "--no-run-tests", str(master_notebook), str(result)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=master_notebook.parent)
     if proc.returncode != 0:
-        raise BuildError(f"otter assign failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise OtterAssignError(proc.returncode, f"{proc.stdout}\n{proc.stderr}")
+
+
+def _question_at(cell: master.Cell) -> str:
+    """" on question qN" for the question a cell belongs to (by position in its file), else ""."""
+    path = Path(cell.origin.rsplit(":", 1)[0])
+    before = [q for q in validate.read_questions(path, []) if int(q.origin.rsplit(":", 1)[1]) <= cell.line]
+    return f" on question {before[-1].name}" if before else ""
+
+
+def otter_assign(assignment: Assignment, staged_master: Path, result: Path) -> None:
+    """otter assign on the whole master; on failure, find the question whose file makes it fail.
+
+    otter's tracebacks name neither, so each question file is assigned again on its own
+    (with the files that hold no question); the first that fails is named."""
+    try:
+        run_otter_assign(staged_master, result)
+        return
+    except OtterAssignError as whole:
+        failure = whole
+    cell_number = re.search(r"cell number (\d+)", failure.summary)
+    if cell_number:  # otter counts the master's cells from 1, the config cell first
+        cells = [c for path in assignment.notebook_sources for c in master.read_cells(path)]
+        index = int(cell_number.group(1)) - 2
+        if 0 <= index < len(cells):
+            raise BuildError(f"{cells[index].origin}: otter assign fails{_question_at(cells[index])}: "
+                             f"{failure.summary}\n--- otter's output ---\n{failure.output}") from None
+    for path in assignment.notebook_sources:
+        family = validate.file_question_id(path)
+        if family is None:
+            continue
+        alone = dataclasses.replace(assignment, only=(family,))
+        with tempfile.TemporaryDirectory(prefix="otter-locate-") as tmp:
+            try:
+                run_otter_assign(stage_master(alone, Path(tmp) / "master"), Path(tmp) / "dist")
+            except OtterAssignError as exc:
+                names = [q.name for q in validate.read_questions(path, [])]
+                raise BuildError(f"{path}:1: otter assign fails on question {', '.join(names) or family} "
+                                 f"of this file: {exc.summary}\n--- otter's output ---\n{exc.output}") from None
+    raise BuildError(f"otter assign fails on the whole master but on no question file alone: "
+                     f"{failure.summary}\n--- otter's output ---\n{failure.output}") from None
 
 
 # ----------------------------------------------------------------------------- normalize
@@ -263,10 +320,11 @@ def build(assignment: Assignment, out_root: Path | None = None, execute_solution
     targets = assignment.release_dirs(out_root)
     with tempfile.TemporaryDirectory(prefix=f"{assignment.name}-build-") as tmp:
         tmp = Path(tmp)
-        log(f"[build] assembling master from {len(assignment.notebook_sources)} source files")
-        master = stage_master(assignment, tmp / "master")
+        log(f"[build] validating and assembling the master from {len(assignment.notebook_sources)} source files")
+        validate.validate(assignment)
+        staged_master = stage_master(assignment, tmp / "master")
         log("[build] otter assign")
-        run_otter_assign(master, tmp / "dist")
+        otter_assign(assignment, staged_master, tmp / "dist")
         dist = tmp / "dist"
         staged = {kind: tmp / "out" / kind for kind in targets}
 

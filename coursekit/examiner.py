@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import otter_adapter, sandbox, wire
-from .remote import SandboxLost, Session, stand_ins
+from .remote import GraderSetupError, SandboxLost, Session, stand_ins
 
 RUNNER_FILES = ("inside_sandbox.py", "inside_sandbox_otter.py", "wire.py", "figure_data.py")
 MESSAGE_CAP = 2_000
@@ -220,6 +220,9 @@ def _run_tests(session: Session) -> list[dict]:
                     entry["passed"] = True
                 except SandboxLost as lost:
                     entry["message"] = f"your notebook stopped answering during this test: {lost}"
+                except GraderSetupError as exc:
+                    entry["message"] = f"the grader could not set up this test ({str(exc)[:300]}); ask your TA"
+                    entry["grader_error"] = True
                 except BaseException as exc:  # a failed check (or the check's own error on an odd value)
                     entry["message"], ids = _failure(exc)
                     entry["misconceptions"] = list(ids)

@@ -3,8 +3,8 @@
 A `Variant` is replacement source for one or more top-level names of the
 solution notebook (functions or constants). `inject` swaps those definitions
 in the solution notebook; `grade_variants` grades the resulting notebooks with
-the built autograder through `grading.grade_many` (real otter, separate
-processes) and reports, per variant, its question's score and failure output.
+the built autograder exactly as `make grade` does (`batch.grade_notebooks`:
+sandboxed notebooks, the examiner's checks) and reports, per variant, its question's score and failure output.
 
 Variants of different questions are packed into one notebook to save kernel
 starts; every question without a variant in that notebook must keep full
@@ -13,13 +13,16 @@ that changes process-wide state (autograd left disabled, say) is marked
 `isolated` and graded alone.
 
 Catalogues live next to the assignment: assignments/<hw>/misconceptions/qN.py,
-each defining VARIANTS = [Variant(...), ...].
+each defining VARIANTS = [Variant(...), ...]. `make test Q=q6` (or `pytest -k q6`)
+restricts load_catalogue to q6's variants through COURSEKIT_QUESTIONS.
 """
 from __future__ import annotations
 
 import ast
 import copy
 import importlib.util
+import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +57,14 @@ class VariantResult:
     output: str
     status: str = "ok"
     other_questions: dict[str, tuple[float, float]] = field(default_factory=dict)
+    misconceptions: list[str] = field(default_factory=list)   # ids the failed tests reported
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def expected_id(self) -> str | None:
+        """The misconception id a wrong variant must be reported under: its id's prefix (M16 of "M16-views")."""
+        head = self.variant.id.split("-")[0]
+        return head if not self.variant.correct and re.fullmatch(r"M\d+", head) else None
 
     @property
     def lost_points(self) -> bool:
@@ -142,14 +153,35 @@ def inject(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
     return nb
 
 
+QUESTIONS_ENV = "COURSEKIT_QUESTIONS"  # comma-separated question ids: `make test Q=q6` sets it
+
+
+def selected_questions() -> list[str] | None:
+    """The questions a run is restricted to (`make test Q=q6,q7`), or None for all."""
+    value = os.environ.get(QUESTIONS_ENV, "").strip()
+    return [q.strip() for q in value.split(",") if q.strip()] or None
+
+
+def in_selection(question: str, selection: list[str] | None) -> bool:
+    """q8 selects q8a and q8b; q8a selects only q8a."""
+    return selection is None or any(question == q or re.fullmatch(rf"{re.escape(q)}[a-z]", question)
+                                    for q in selection)
+
+
+def read_catalogue_file(path: Path) -> list[Variant]:
+    """The VARIANTS of one catalogue file (misconceptions/qN.py)."""
+    spec = importlib.util.spec_from_file_location(f"_catalogue_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.VARIANTS)
+
+
 def read_catalogue(folder: Path, questions: list[str] | None = None) -> list[Variant]:
-    """Every Variant in folder/q*.py (optionally only those of `questions`)."""
+    """Every Variant in folder/q*.py (optionally only those of `questions`; q8 selects q8a, q8b)."""
     variants = []
-    for path in sorted(Path(folder).glob("q*.py")):
-        spec = importlib.util.spec_from_file_location(f"_catalogue_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        variants.extend(v for v in module.VARIANTS if questions is None or v.question in questions)
+    for path in sorted(Path(folder).glob("*.py")):
+        if not path.name.startswith("_"):
+            variants.extend(v for v in read_catalogue_file(path) if in_selection(v.question, questions))
     ids = [(v.question, v.id) for v in variants]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
@@ -158,7 +190,9 @@ def read_catalogue(folder: Path, questions: list[str] | None = None) -> list[Var
 
 
 def load_catalogue(assignment: Assignment, questions: list[str] | None = None) -> list[Variant]:
-    return read_catalogue(assignment.source_dir / "misconceptions", questions)
+    """The assignment's catalogue; without `questions`, the run's selection (`make test Q=...`) applies."""
+    return read_catalogue(assignment.source_dir / "misconceptions",
+                          questions if questions is not None else selected_questions())
 
 
 def pack(variants: list[Variant]) -> list[list[Variant]]:
@@ -179,12 +213,11 @@ def pack(variants: list[Variant]) -> list[list[Variant]]:
 
 def grade_variants(variants: list[Variant], solution_notebook: Path, autograder_zip: Path,
                    jobs: int | None = None, timeout: float | None = None) -> dict[tuple[str, str], VariantResult]:
-    """Grade every variant through the built autograder; keyed by (question, id)."""
+    """Grade every variant exactly as `make grade` does (sandbox + examiner); keyed by (question, id)."""
     import nbformat
 
-    from . import grading
+    from .batch import grade_notebooks
 
-    timeout = timeout or grading.DEFAULT_TIMEOUT_S
     base = nbformat.read(solution_notebook, as_version=4)
     groups = pack(variants)
     with tempfile.TemporaryDirectory(prefix="variants-") as tmp:
@@ -197,20 +230,23 @@ def grade_variants(variants: list[Variant], solution_notebook: Path, autograder_
             path.parent.mkdir()
             nbformat.write(nb, path)
             paths.append(path)
-        graded = grading.grade_many(paths, autograder_zip, jobs=jobs, timeout=timeout)
+        graded = grade_notebooks(paths, autograder_zip, jobs=jobs or 2, timeout=timeout or 300)
 
     results = {}
-    for group, result in zip(groups, graded):
+    for group, record in zip(groups, graded):
         touched = {v.question for v in group}
-        others = {q: (r.score, r.max_score) for q, r in result.questions.items() if q not in touched}
+        scores = {q: (s["score"], s["possible"]) for q, s in record["questions"].items()}
+        others = {q: s for q, s in scores.items() if q not in touched}
         broken = {q: s for q, s in others.items() if s[0] < s[1] - 1e-9}
-        if result.status == "ok" and broken and not any(v.isolated for v in group):
+        if record["status"] == "graded" and broken and not any(v.isolated for v in group):
             raise AssertionError(f"variants {[v.id for v in group]} changed the score of questions they do not "
                                  f"touch: {broken}; their questions share code, so grade them separately")
         for v in group:
-            q = result.questions.get(v.question)
-            if q is None:
-                results[(v.question, v.id)] = VariantResult(v, 0.0, 0.0, result.message, result.status, others)
-            else:
-                results[(v.question, v.id)] = VariantResult(v, q.score, q.max_score, q.output, result.status, others)
+            failed = [t for t in record["tests"] if t["question"] == v.question and not t["passed"]]
+            output = "\n".join(f"{t['name']}: {t['message']}" for t in failed) or record.get("detail", "")
+            ids = sorted({i for t in failed for i in t.get("misconceptions", [])})
+            score, possible = scores.get(v.question, (0.0, 0.0))
+            status = "ok" if record["status"] == "graded" else record["status"]
+            results[(v.question, v.id)] = VariantResult(v, score, possible, output, status, others, ids,
+                                                        list(record.get("flags", [])))
     return results

@@ -217,11 +217,14 @@ class Server:
 
     def _args(self, request, rebuilder):
         decode = lambda v: wire.decode(v, rebuilder.tag)  # noqa: E731
-        return decode(request.get("args", [])), decode(request.get("kwargs", {}))
+        try:
+            return decode(request.get("args", [])), decode(request.get("kwargs", {}))
+        except Exception as exc:  # the grader's recipe did not rebuild: not the student's mistake
+            raise _SetupError(f"{type(exc).__name__}: {exc}") from None
 
     def call(self, request) -> dict:
         rebuilder = Rebuilder(self.sandbox_modules)
-        args, kwargs = self._args(request, rebuilder)
+        args, kwargs = self._args(request, rebuilder)  # a _SetupError goes to serve(), not to the student
         fn = self.ns.get(request["name"])
         try:
             result = fn(*args, **kwargs)
@@ -234,7 +237,10 @@ class Server:
     def measure(self, request) -> dict:
         rebuilder = Rebuilder(self.sandbox_modules)
         args, kwargs = self._args(request, rebuilder)
-        procedure = rebuilder._import(request["procedure"], modules_ok=False)
+        try:
+            procedure = rebuilder._import(request["procedure"], modules_ok=False)
+        except Exception as exc:
+            raise _SetupError(f"{type(exc).__name__}: {exc}") from None
         try:
             return {"ok": self.encode(procedure(self.ns.get(request["name"]), *args, **kwargs))}
         except BaseException as exc:
@@ -275,12 +281,17 @@ class Server:
             wire.send(REPLIES, reply)
 
 
+class _SetupError(Exception):
+    pass
+
+
 def _exception(exc: BaseException) -> dict:
     try:
         message = str(exc)
     except BaseException:
         message = "<unprintable message>"
-    return {"types": [c.__name__ for c in type(exc).__mro__][:20], "message": message[:1000]}
+    types = [c.__name__ for c in type(exc).__mro__][:20]
+    return {"types": ["GraderSetupError"] if isinstance(exc, _SetupError) else types, "message": message[:1000]}
 
 
 def main() -> None:

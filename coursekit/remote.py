@@ -27,6 +27,10 @@ class SandboxLost(BaseException):
     """The sandbox died, broke the protocol or ran out of time: no check may swallow this."""
 
 
+class GraderSetupError(BaseException):
+    """The sandbox could not rebuild a check's inputs: the grader's fault, never the student's."""
+
+
 class Session:
     """The examiner's end of one sandbox's channel; every reply is validated, every wait has a deadline."""
 
@@ -116,6 +120,8 @@ def _raise_student_exception(raised) -> None:
         raise RuntimeError("the submission raised an exception")
     names = raised.get("types") if isinstance(raised.get("types"), list) else []
     message = str(raised.get("message", ""))[:1000]
+    if names == ["GraderSetupError"]:
+        raise GraderSetupError(message)
     for name in names[:20]:
         cls = getattr(builtins, str(name), None) if isinstance(name, str) else None
         if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, Warning):

@@ -1,22 +1,41 @@
-"""Shared fixtures: the assignment, fresh builds, and grading of the committed release."""
+"""Shared fixtures: each assignment, fresh builds, and grading of the committed release.
+
+`assignment` is parametrized over assignments/* (COURSEKIT_HW=name, set by `make test HW=name`,
+keeps one). A `-k` expression that names questions (`-k q6`, `-k "q6 or q7"`) also restricts the
+misconception catalogue to those questions' variants (COURSEKIT_QUESTIONS, as `make test Q=q6`).
+"""
 from __future__ import annotations
 
-import sys
+import os
+import re
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "assignments" / "hw07" / "checks"))
-sys.path.insert(0, str(REPO / "assignments" / "hw07" / "files"))
+from coursekit import build, grading, harness
 
-from coursekit import build, grading  # noqa: E402
+QUESTION_ID = re.compile(r"\bq\d+[a-z]?\b")
 
 
-@pytest.fixture(scope="session")
-def assignment() -> build.Assignment:
-    return build.Assignment("hw07")
+def selected_assignments() -> list[str]:
+    names = build.assignment_names()
+    wanted = [n for n in os.environ.get("COURSEKIT_HW", "").split(",") if n]
+    unknown = set(wanted) - set(names)
+    if unknown:
+        raise pytest.UsageError(f"COURSEKIT_HW names no assignment: {sorted(unknown)} (there: {names})")
+    return wanted or names
+
+
+def pytest_configure(config):
+    keyword = config.getoption("keyword", "") or ""
+    questions = QUESTION_ID.findall(keyword)
+    if questions and not re.search(r"\bnot\b", keyword) and harness.QUESTIONS_ENV not in os.environ:
+        os.environ[harness.QUESTIONS_ENV] = ",".join(questions)
+
+
+@pytest.fixture(scope="session", params=selected_assignments())
+def assignment(request) -> build.Assignment:
+    return build.Assignment(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +43,7 @@ def fresh_builds(assignment, tmp_path_factory) -> tuple[Path, Path]:
     """Two independent full builds (solutions executed) into temporary folders."""
     roots = []
     for label in ("first", "second"):
-        root = tmp_path_factory.mktemp(f"build-{label}")
+        root = tmp_path_factory.mktemp(f"build-{assignment.name}-{label}")
         build.build(assignment, out_root=root, log=lambda *_: None)
         roots.append(root)
     return roots[0], roots[1]

@@ -1,8 +1,9 @@
 """Every misconception in the catalogue loses points through the real autograder, with a message
 that names it; every correct alternative keeps full marks.
 
-The catalogue is assignments/hw07/misconceptions/qN.py. Variants are graded as notebooks by the
-committed autograder zip (otter's own grading code, a fresh single-use kernel per notebook).
+The catalogue is assignments/<hw>/misconceptions/qN.py. Variants are graded as notebooks exactly as
+`make grade` grades them (each notebook in a sandbox, the examiner's checks from outside), and the
+final grade is what counts.
 """
 from __future__ import annotations
 
@@ -24,11 +25,16 @@ def graded(assignment):
 def test_variant(graded, variant):
     result = graded[(variant.question, variant.id)]
     assert result.status == "ok", f"grading the variant failed: {result.output}"
+    assert not any("grader error" in f for f in result.flags), f"the grader failed on {variant.id}: {result.flags}"
     if variant.correct:
         assert not result.lost_points, (f"correct alternative {variant.id} lost points on {variant.question} "
                                         f"({result.score}/{result.max_score}):\n{result.output}")
     else:
         assert result.lost_points, f"misconception {variant.id} ({variant.note}) kept full marks on {variant.question}"
+        if result.expected_id:
+            assert result.expected_id in result.misconceptions, (
+                f"misconception {variant.id} lost points but the failed tests report {result.misconceptions or 'no id'}, "
+                f"not {result.expected_id}:\n{result.output}")
         missing = result.missing_fragments()
         assert not missing, (f"misconception {variant.id} lost points but the feedback does not name it "
                              f"(missing {missing}):\n{result.output}")

@@ -47,7 +47,7 @@ def train_step(model, optimizer, loss_fn, x, y):
     optimizer.step()
     return loss.detach()
 '''),
-    Variant("no-train-mode", "q1", note="train_step never calls model.train()", expect=("model.train()",), source='''
+    Variant("M34-no-train-mode", "q1", note="train_step never calls model.train()", expect=("model.train()",), source='''
 def train_step(model, optimizer, loss_fn, x, y):
     optimizer.zero_grad(set_to_none=True)
     loss = loss_fn(model(x), y)
@@ -55,7 +55,7 @@ def train_step(model, optimizer, loss_fn, x, y):
     optimizer.step()
     return loss.item()
 '''),
-    Variant("zero-in-place", "q1", note="zero_grad(set_to_none=False)", expect=("set_to_none",), source='''
+    Variant("M35-zero-in-place", "q1", note="zero_grad(set_to_none=False)", expect=("set_to_none",), source='''
 def train_step(model, optimizer, loss_fn, x, y):
     model.train()
     optimizer.zero_grad(set_to_none=False)
@@ -158,7 +158,7 @@ def evaluate(model, batches, loss_fn):
     model.train(was_training)
     return total / count
 '''),
-    Variant("grad-mode-leak", "q1", note="set_grad_enabled(False) never restored", expect=("autograd is still disabled",),
+    Variant("M36-grad-mode-leak", "q1", note="set_grad_enabled(False) never restored", expect=("autograd is still disabled",),
             isolated=True,
             source='''
 def evaluate(model, batches, loss_fn):
@@ -172,7 +172,7 @@ def evaluate(model, batches, loss_fn):
     model.train(was_training)
     return total / count
 '''),
-    Variant("len-of-batches", "q1", note="len(batches): fails on a generator", expect=("generator",), source='''
+    Variant("M37-len-of-batches", "q1", note="len(batches): fails on a generator", expect=("generator",), source='''
 def evaluate(model, batches, loss_fn):
     was_training = model.training
     model.eval()
@@ -184,7 +184,7 @@ def evaluate(model, batches, loss_fn):
     model.train(was_training)
     return total
 '''),
-    Variant("switches-eval-graph", "q1", note="believes eval() stops graph recording",
+    Variant("M38-eval-graph", "q1", note="believes eval() stops graph recording",
             expect=("does not stop autograd",), source='''
 SWITCHES = {
     "model.eval()": {"forward behavior", "graph recording"},
@@ -195,7 +195,7 @@ SWITCHES = {
     "optimizer.step()": {"parameters", "optimizer state"},
 }
 '''),
-    Variant("switches-backward-updates", "q1", note="believes backward() updates the weights",
+    Variant("M38-backward-updates", "q1", note="believes backward() updates the weights",
             expect=("weights change only at step()",), source='''
 SWITCHES = {
     "model.eval()": {"forward behavior"},

@@ -14,11 +14,11 @@ def embed(token_ids, table):
 def embed(token_ids, table):
     return table[token_ids.T.contiguous().view(token_ids.shape)] if token_ids.shape[0] == token_ids.shape[1] else table[token_ids]
 '''),
-    Variant("loop-embed", "q2", note="Python loop over tokens", expect=("loop",), source='''
+    Variant("M39-loop-embed", "q2", note="Python loop over tokens", expect=("loop",), source='''
 def embed(token_ids, table):
     return torch.stack([torch.stack([table[int(i)] for i in row]) for row in token_ids])
 '''),
-    Variant("flops", "q2", note="counts FLOPs, not MACs", expect=("multiply-accumulate",), source='''
+    Variant("M40-flops", "q2", note="counts FLOPs, not MACs", expect=("multiply-accumulate",), source='''
 def linear_macs(B, T, d, h):
     return 2 * B * T * d * h
 '''),

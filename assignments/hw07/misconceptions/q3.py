@@ -42,7 +42,7 @@ def pointwise_mse(predictions, targets):
         raise ValueError("shapes do not match")
     return (p - t).square().mean()
 '''),
-    Variant("zero-size", "q3", note="size 0 treated like size 1", expect=("size 0",), source='''
+    Variant("M41-zero-size", "q3", note="size 0 treated like size 1", expect=("size 0",), source='''
 def broadcast_shape(a, b):
     a, b = tuple(a), tuple(b)
     rank = max(len(a), len(b))
@@ -55,11 +55,11 @@ def broadcast_shape(a, b):
         out.append(max(x, y))
     return tuple(out)
 '''),
-    Variant("minimizer-targets", "q3", note="returns the intended minimizer", expect=("mean target",), source='''
+    Variant("M43-minimizer-targets", "q3", note="returns the intended minimizer", expect=("mean target",), source='''
 def broadcast_bug_minimizer(targets):
     return targets.clone()
 '''),
-    Variant("matmul-no-broadcast", "q3", note="leading dims taken from A only", expect=("leading dimensions broadcast",),
+    Variant("M44-matmul-no-broadcast", "q3", note="leading dims taken from A only", expect=("leading dimensions broadcast",),
             source='''
 def matmul_shape(a, b):
     a, b = tuple(a), tuple(b)

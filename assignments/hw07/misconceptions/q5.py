@@ -72,14 +72,14 @@ def accumulated_train_step(model, optimizer, x, y, micro_batch_size, loss_fn=F.c
         total += loss.item()
     return total
 '''),
-    Variant("no-clear-before", "q5", note="accumulated_train_step does not clear first", expect=("clear the gradients first",),
+    Variant("M1-no-clear-before", "q5", note="accumulated_train_step does not clear first", expect=("clear the gradients first",),
             source='''
 def accumulated_train_step(model, optimizer, x, y, micro_batch_size, loss_fn=F.cross_entropy):
     loss = accumulate_gradients(model, x, y, micro_batch_size, loss_fn)
     optimizer.step()
     return loss
 '''),
-    Variant("replaces-grads", "q5", note="accumulate_gradients clears existing gradients first", expect=("add to",),
+    Variant("M54-replaces-grads", "q5", note="accumulate_gradients clears existing gradients first", expect=("add to",),
             source='''
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
     model.zero_grad(set_to_none=True)
@@ -113,7 +113,7 @@ def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy)
         total += loss.item()
     return total
 '''),
-    Variant("full-batch-forward", "q5", note="one forward on the whole batch", expect=("one microbatch at a time",),
+    Variant("M55-full-batch-forward", "q5", note="one forward on the whole batch", expect=("one microbatch at a time",),
             source='''
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
     loss = loss_fn(model(x), y)
@@ -133,7 +133,7 @@ def checkpointed_forward(blocks, x):
         x = block(x)
     return x
 '''),
-    Variant("reentrant", "q5", note="use_reentrant=True with an input that needs no grad",
+    Variant("M56-reentrant", "q5", note="use_reentrant=True with an input that needs no grad",
             expect=("use_reentrant=False",), source='''
 def checkpointed_forward(blocks, x):
     for block in blocks:

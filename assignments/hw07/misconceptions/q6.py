@@ -56,7 +56,7 @@ def lm_loss(logits, targets, pad_id=None):
     return F.cross_entropy(logits.transpose(0, 1).reshape(-1, V), targets.reshape(-1), ignore_index=ignore)
 '''),
     Variant("M30", "q6", note="each microbatch divided by its own real-target count (then by K)",
-            expect=("their own token counts",), source='''
+            expect=("own real targets",), source='''
 def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     inputs, targets = batch[:, :-1], batch[:, 1:]
     ignore = -100 if pad_id is None else pad_id
@@ -71,7 +71,7 @@ def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     return total
 '''),
     Variant("M30-no-k", "q6", note="each microbatch's mean loss, no division at all",
-            expect=("their own token counts",), source='''
+            expect=("own real targets",), source='''
 def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     inputs, targets = batch[:, :-1], batch[:, 1:]
     ignore = -100 if pad_id is None else pad_id
@@ -84,7 +84,7 @@ def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
         total, k = total + loss.item(), k + 1
     return total / k
 '''),
-    Variant("zero-grad-inside", "q6", note="clears .grad before accumulating", expect=("adding to it",), source='''
+    Variant("M54-zero-grad-inside", "q6", note="clears .grad before accumulating", expect=("adding to it",), source='''
 def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     model.zero_grad(set_to_none=True)
     inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -100,7 +100,7 @@ def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
         total += summed.item()
     return total / n_real
 '''),
-    Variant("one-backward", "q6", note="graph-connected sum, one backward at the end", expect=("once per microbatch",),
+    Variant("M18-one-backward", "q6", note="graph-connected sum, one backward at the end", expect=("once per microbatch",),
             source='''
 def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -115,7 +115,7 @@ def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     (total / n_real).backward()
     return total.item() / n_real
 '''),
-    Variant("ppl-base-2", "q6", note="perplexity as 2 ** loss (nats)", expect=("2 ** loss",), source='''
+    Variant("M58-ppl-base-2", "q6", note="perplexity as 2 ** loss (nats)", expect=("2 ** loss",), source='''
 def perplexity(logits, targets, pad_id=None):
     return 2.0 ** lm_loss(logits, targets, pad_id).item()
 '''),

@@ -43,7 +43,7 @@ def worst_token(logits, targets, pad_id=None):
     b, t = divmod(i, targets.shape[1])
     return b, t, float(bits[i])
 '''),
-    Variant("categorical-bars", "q7", note="labels as x-values: repeated words share a bar",
+    Variant("M60-categorical-bars", "q7", note="labels as x-values: repeated words share a bar",
             expect=("same x-position",), source='''
 def plot_surprisal(bits, labels=None):
     fig, ax = plt.subplots()
@@ -52,7 +52,7 @@ def plot_surprisal(bits, labels=None):
     ax.set_ylabel("bits")
     return fig
 '''),
-    Variant("plot-no-return", "q7", note="plots but returns nothing", expect=("return the matplotlib figure",),
+    Variant("M49-plot-no-return", "q7", note="plots but returns nothing", expect=("return the matplotlib figure",),
             source='''
 def plot_surprisal(bits, labels=None):
     plt.figure()

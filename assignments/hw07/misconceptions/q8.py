@@ -2,29 +2,29 @@
 from coursekit.harness import Variant
 
 VARIANTS = [
-    Variant("q8-real-ppl", "q8a", note="answers the real-target perplexity, not the unmasked one",
+    Variant("M62-real-ppl", "q8a", note="answers the real-target perplexity, not the unmasked one",
             expect=("real-target perplexity",), source='''
 Q8_UNMASKED_PPL = 20.0
 '''),
-    Variant("q8-tokens-not-targets", "q8a", note="counts tokens, forgetting the shift", expect=("not targets",),
+    Variant("M65-tokens", "q8a", note="counts tokens, forgetting the shift", expect=("not targets",),
             source='''
 Q8_N_TARGETS = 9 + 4 + 7 + 2
 '''),
-    Variant("q8-mean-of-means", "q8a", note="mean of microbatch means", expect=("mean of the microbatch means",),
+    Variant("M30-mean-of-means", "q8a", note="mean of microbatch means", expect=("mean of the microbatch means",),
             source='''
 Q8_ACCUMULATED_LOSS = (2.0 + 3.2) / 2
 '''),
-    Variant("q8-exp-of-bits", "q8a", note="perplexity as exp of bits", expect=("exponentiated base 2",), source='''
+    Variant("M66-exp-of-bits", "q8a", note="perplexity as exp of bits", expect=("exponentiated base 2",), source='''
 Q8_PPL_FROM_BITS = math.exp(3.5)
 '''),
-    Variant("q8-padding-lowers", "q8b", note="padding always lowers perplexity", expect=("rises",), source='''
+    Variant("M67-padding-lowers", "q8b", note="padding always lowers perplexity", expect=("rises",), source='''
 Q8_PADDING_DIRECTION = "a"
 '''),
-    Variant("q8-oom-activations", "q8b", note="blames activations for an OOM at the first step",
+    Variant("M51-oom-activations", "q8b", note="blames activations for an OOM at the first step",
             expect=("first step",), source='''
 Q8_OOM_CAUSE = "a"
 '''),
-    Variant("q8-positions-denominator", "q8b", note="accepts dividing by every position",
+    Variant("M27-positions", "q8b", note="accepts dividing by every position",
             expect=("what n was",), source='''
 Q8_CORRECT_LOSSES = {"a", "b", "c"}
 '''),

@@ -4,7 +4,7 @@
 # %%
 import gc
 
-from memprobe import MemoryProbe, saved_tensor_bytes
+from memprobe import MemoryProbe
 
 torch.set_num_threads(1)  # the tensors of this homework are small: one thread is faster
 # The memory probe collects garbage before each reading; freezing the objects that exist
@@ -18,7 +18,7 @@ gc.freeze()
 # points: 10
 
 # %% [markdown]
-# ### q1 — Three switches with three different jobs (§1.1)
+# ### q1 — Three switches with three different jobs (§1.1) (10 points)
 #
 # A module's **training flag**, autograd's **recording mode** and a
 # parameter's **gradient buffer** are separate pieces of state. Changing one
@@ -70,14 +70,18 @@ print("gradient after two backward calls without clearing:", w.grad.tolist())
 #   `set_to_none=True` **before** backward, then forward, loss, backward, step.
 #   Return the loss as a Python `float` (`loss.item()`): a loss tensor keeps its
 #   graph alive for as long as anyone holds it.
-# - `evaluate(model, batches, loss_fn)`: the mean loss **per example** over an
-#   iterable of `(x, y)` batches of possibly different sizes (`loss_fn` returns
-#   a batch *mean*; `batches` may be a generator, so go through it once). Use
+# - `evaluate(model, batches, loss_fn)`: the mean of `loss_fn` over the whole
+#   data set, returned as a Python `float`. `batches` is an iterable of `(x, y)`
+#   batches of possibly different sizes (it may be a generator, so go through
+#   it once); `loss_fn` returns a batch *mean*, so weight each batch's value by
+#   its number of examples `len(x)` and divide by the total number of examples
+#   (for a loss with several outputs per example, such as MSE on `(B, k)`
+#   targets, this is still the mean over the whole data set). Use
 #   `eval()` and `no_grad()`, leave the model in the training mode you found it
 #   in, do not touch any `.grad` (validation needs no gradient clearing: it
 #   performs no backward pass), and keep no graph.
 # - `SWITCHES`: for each operation, the set of things it changes, chosen from
-#   `PARTS`.
+#   `PARTS`. The optimizer is `torch.optim.Adam` (it keeps per-parameter state).
 
 # %%
 PARTS = {"forward behavior", "graph recording", "gradient buffers", "parameters", "optimizer state"}

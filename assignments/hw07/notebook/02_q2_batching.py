@@ -4,7 +4,7 @@
 # points: 6
 
 # %% [markdown]
-# ### q2 — Batching: give every axis a meaning (§1.2)
+# ### q2 — Batching: give every axis a meaning (§1.2) (6 points)
 #
 # For language data we use $X \in \mathbb{R}^{B \times T \times d}$: batch,
 # sequence position, embedding coordinate. Token ids have shape $(B, T)$;

@@ -4,7 +4,7 @@
 # points: 8
 
 # %% [markdown]
-# ### q3 — Broadcasting: compatible shapes can still mean the wrong thing (§1.3)
+# ### q3 — Broadcasting: compatible shapes can still mean the wrong thing (§1.3) (8 points)
 #
 # For elementwise arithmetic, compare axes **from right to left**: paired sizes
 # must match or one must be 1; absent leading axes act like size 1. Size 0 is a

@@ -1,5 +1,5 @@
 # %%
-from memprobe import MemoryProbe, saved_tensor_bytes
+from memprobe import MemoryProbe
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -7,7 +7,7 @@ from memprobe import MemoryProbe, saved_tensor_bytes
 # points: 10
 
 # %% [markdown]
-# ### q4 — What occupies memory, and when? (§1.4)
+# ### q4 — What occupies memory, and when? (§1.4) (10 points)
 #
 # Training memory holds parameters, their gradients, the optimizer's state,
 # the activations saved for backward, and temporary workspace. For float32
@@ -26,7 +26,6 @@ from memprobe import MemoryProbe, saved_tensor_bytes
 #     ...                      # tensors created here are counted
 #     probe.live_bytes()       # alive now (tracked tensors included)
 #     probe.peak_bytes()       # most alive at once so far
-# out, n = saved_tensor_bytes(model, x)   # bytes saved for backward by model(x)
 # ```
 #
 # First, check the $16P$ accounting on a real Adam step.
@@ -81,8 +80,11 @@ print("\n".join(report))
 #   `pack(t)` for every tensor it saves. Count each **storage** once
 #   (`t.untyped_storage()`: its `data_ptr()` as the key, its `nbytes()` as the
 #   size) — a ReLU output that the next layer also saves, or a view of a tensor
-#   saved elsewhere, is one storage. Leave out parameters (leaf tensors that
-#   require grad, and views of them): they are in memory anyway. Your pack hook
+#   saved elsewhere, is one storage, and a saved view keeps its whole storage
+#   alive. Leave out parameters and views of them (`nn.Linear` saves its
+#   transposed weight, a view): a saved `t` belongs to a parameter when its base
+#   (`t._base`, or `t` itself when that is `None`) is a leaf that requires
+#   grad. Parameters are in memory anyway. Your pack hook
 #   must return `t.detach()`, not `t`: returning `t` itself creates a reference
 #   cycle through the graph that keeps it alive.
 # - `memory_timeline(model, optimizer, batches, loss_fn)`: train one step per
@@ -94,11 +96,20 @@ print("\n".join(report))
 #   state that exists already) is counted:
 #   `MemoryProbe(device=next(model.parameters()).device, track=(model, optimizer))`.
 # - `plot_memory_timeline(timeline)`: a matplotlib `Figure` that shows a
-#   timeline the way the handout's figure reads, bottom up: the base present
-#   throughout, the optimizer-state band that appears at the first step and
-#   raises every later baseline, activations that rise in the forward pass and
-#   fall in backward while gradients appear. Stack the parts so that each total
-#   is the timeline's live memory.
+#   timeline the way the handout's figure reads: one stacked bar per entry,
+#   entry `i` at x-position `i` (`ax.bar(..., bottom=...)`), heights in bytes,
+#   kB, MB, KiB or MiB (say which on the y-axis). Split each entry's total into
+#   four bands, drawn bottom up in this order:
+#   1. **parameters (base)**: the first entry's total (or the entry's total, if smaller);
+#   2. **optimizer state**: from the first `"step"` entry on, the rise across
+#      that first step (its total minus the `"backward"` total before it), as
+#      far as the rest of the total allows;
+#   3. **gradients**: at `"backward"` and `"step"` entries, the rest of the total;
+#   4. **activations and other**: at `"start"`, `"forward"` and `"zero_grad"`
+#      entries, the rest of the total.
+#
+#   A band that is zero at an entry may be left out there. The figure below the
+#   solution cell shows the result.
 # - `OOM_CAUSE`: for each place an out-of-memory error was raised, the likely
 #   cause, one of `OOM_CAUSES`.
 
@@ -279,7 +290,7 @@ def test_saved_activation_bytes_example(saved_activation_bytes):
     got = saved_activation_bytes(model, torch.randn(3, 4))
     assert isinstance(got, int), f"return an int, got {type(got).__name__}"
     # Linear saves its input (3 x 4 floats) and its weight (a parameter); ReLU its output (3 x 8 floats).
-    assert got in (144, 144 + 4 * 32), f"expected 144 bytes (the weight is in memory anyway: leave it out), got {got}"
+    assert got == 144, f"expected 144 bytes (the weight is in memory anyway: leave it out), got {got}"
 
 # %%
 """ # BEGIN TEST CONFIG

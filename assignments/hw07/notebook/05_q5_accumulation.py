@@ -1,7 +1,7 @@
 # %%
 import copy
 
-from memprobe import MemoryProbe, saved_tensor_bytes
+from memprobe import MemoryProbe
 from torch.utils.checkpoint import checkpoint
 
 # %% [raw]
@@ -10,15 +10,18 @@ from torch.utils.checkpoint import checkpoint
 # points: 10
 
 # %% [markdown]
-# ### q5 — Responding to OOM: smaller live batches, same objective (§1.5)
+# ### q5 — Responding to OOM: smaller live batches, same objective (§1.5) (10 points)
 #
 # When activation memory dominates, process the batch in **microbatches** and
 # call `backward()` after each one: its saved tensors are released before the
 # next microbatch runs, and the gradients add up in `.grad`. Keep the weights
-# fixed until every microbatch is processed, then step once. For a mean loss,
-# weight each microbatch by its example count: sum its losses and divide by the
-# size of the *whole* batch (dividing each microbatch mean by $K$ is right only
-# when all microbatches have the same size).
+# fixed until every microbatch is processed, then step once. The goal is the
+# gradient of the **full-batch mean loss**. A microbatch of $n_k$ of the $N$
+# examples contributes its mean loss weighted by its share of the examples,
+# $n_k / N$ (dividing each microbatch mean by $K$ is right only when all
+# microbatches have the same size; summing with `reduction="sum"` and dividing by
+# $N$ is right only when the mean runs over the batch axis alone, not for MSE
+# on `(B, k)` targets).
 #
 # First, the handout's check: accumulation with an uneven last microbatch
 # gives the full-batch gradient.
@@ -31,7 +34,7 @@ x5 = torch.randn(5, 3, dtype=torch.float64)
 y5 = torch.tensor([0, 1, 0, 1, 1])
 F.cross_entropy(full(x5), y5).backward()
 for xb, yb in zip(x5.split(2), y5.split(2)):  # sizes 2, 2, 1
-    (F.cross_entropy(small(xb), yb, reduction="sum") / len(y5)).backward()
+    (F.cross_entropy(small(xb), yb) * (len(yb) / len(y5))).backward()
 print("same gradients:", all(torch.allclose(a.grad, b.grad) for a, b in zip(full.parameters(), small.parameters())))
 
 # %% [markdown]
@@ -51,7 +54,7 @@ for name in ("backward per microbatch", "sum, one backward"):
     with MemoryProbe(device="cpu") as probe:
         total = 0
         for xb, yb in zip(x_big.split(32), y_big.split(32)):
-            loss = F.cross_entropy(mlp(xb), yb, reduction="sum") / len(x_big)
+            loss = F.cross_entropy(mlp(xb), yb) * (len(xb) / len(x_big))
             if name == "backward per microbatch":
                 loss.backward()
             else:
@@ -60,7 +63,10 @@ for name in ("backward per microbatch", "sum, one backward"):
             total.backward()
         del loss, total
     report.append(f"{name:>24}: peak {probe.peak_bytes():>10,} B")
-report.append(f"one microbatch's saved activations: {saved_tensor_bytes(mlp, x_big[:32])[1]:,} B")
+try:
+    report.append(f"one microbatch's saved activations: {saved_activation_bytes(mlp, x_big[:32]):,} B")
+except NotImplementedError as exc:  # q4's function
+    report.append(str(exc))
 print("\n".join(report))
 
 # %% [markdown]
@@ -75,7 +81,8 @@ print("\n".join(report))
 #   microbatches of `micro_batch_size` examples (the last may be smaller),
 #   calling `backward()` once per microbatch. Do not clear existing gradients
 #   (like `backward()`, it *adds*), do not change the weights, and return the
-#   full-batch mean loss as a Python float. `loss_fn` accepts `reduction=`.
+#   full-batch mean loss as a Python float. `loss_fn(prediction, target)`
+#   returns a batch mean (it also accepts `reduction=`).
 # - `accumulated_train_step(model, optimizer, x, y, micro_batch_size, loss_fn=F.cross_entropy)`:
 #   one update: clear the gradients, accumulate, one optimizer step; return the
 #   full-batch mean loss.
@@ -95,7 +102,7 @@ def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy)
     # BEGIN SOLUTION NO PROMPT
     total = 0.0
     for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):
-        loss = loss_fn(model(xb), yb, reduction="sum") / len(x)  # weight by example count
+        loss = loss_fn(model(xb), yb) * (len(xb) / len(x))  # the microbatch mean, weighted by its share
         loss.backward()  # frees this microbatch's graph before the next one
         total += loss.item()
     return total

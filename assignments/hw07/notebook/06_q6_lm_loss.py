@@ -13,7 +13,7 @@
 # points: 12
 
 # %% [markdown]
-# ### q6 — Shift, mask, and what n was (§2.1–2.3)
+# ### q6 — Shift, mask, and what n was (§2.1–2.3) (12 points)
 #
 # **The off-by-one.** A causal model predicts token $t$ from tokens $< t$, so
 # inputs and targets are the same sequence shifted by one: a length-5 sequence

@@ -4,7 +4,7 @@
 # points: 8
 
 # %% [markdown]
-# ### q7 — The token that cost you (§2.4)
+# ### q7 — The token that cost you (§2.4) (8 points)
 #
 # The loss is an average of per-token surprisals, so you can always break it
 # back apart. The surprisal of a target in **bits** is $-\log_2 p(\text{target})$;
@@ -43,8 +43,9 @@ print(f"mean loss {sent_loss.item():.3f} nats, perplexity {sent_loss.exp().item(
 # - `plot_surprisal(bits, labels=None)`: a bar chart with one bar per token,
 #   bar `i` at x-position `i` with height `bits[i]` (accept a 1-D tensor);
 #   when `labels` are given, they are the tick labels under the bars (a
-#   sentence can repeat a word). Label the y-axis in bits. Return the
-#   matplotlib `Figure`.
+#   sentence can repeat a word). Give the y-axis a label that names the unit,
+#   bits (for example `"surprisal (bits)"`). Use bars (`ax.bar`), and return
+#   the matplotlib `Figure`.
 
 # %% [raw]
 # # BEGIN SOLUTION

@@ -1,9 +1,10 @@
 # %% [markdown]
-# ### q8 — Application questions (§2.5)
+# ### q8 — Application questions (§2.5) (13 points)
 #
 # Answer each question by setting the named constant. Numeric answers are
 # Python numbers (compute them in the cell if you like: the grader reads the
-# value); multiple-choice answers are a lowercase letter as a string, `"a"`, or,
+# value) and are accepted within 0.1% (relative) of the exact value, so 4
+# significant figures suffice; multiple-choice answers are a lowercase letter as a string, `"a"`, or,
 # where several options can be right, a set of letters, `{"a", "c"}`. The last
 # two questions are written answers, graded by hand.
 
@@ -13,7 +14,7 @@
 # points: 5
 
 # %% [markdown]
-# #### q8a — Numbers (§2.1–2.4)
+# #### q8a — Numbers (§2.1–2.4) (5 points)
 #
 # 1. `Q8_UNMASKED_PPL`: a validation batch holds 60 real targets, on which the
 #    model's perplexity is 20, and 40 padding targets, each predicted with
@@ -115,7 +116,7 @@ def test_q8_ppl_from_bits_hidden(Q8_PPL_FROM_BITS):
 # points: 4
 
 # %% [markdown]
-# #### q8b — Multiple choice (§1.4, §2.2–2.3)
+# #### q8b — Multiple choice (§1.4, §2.2–2.3) (4 points)
 #
 # 1. `Q8_PADDING_DIRECTION` (one letter): on a batch where padding targets have
 #    **higher** loss than real targets, the perplexity averaged over all
@@ -220,7 +221,7 @@ def test_q8_correct_losses_hidden(Q8_CORRECT_LOSSES):
 # points: 2
 
 # %% [markdown]
-# #### q8c — What was n? (written, graded by hand)
+# #### q8c — What was n? (written, graded by hand) (2 points)
 #
 # After a change to the data loader, a teammate's validation perplexity drops
 # from 18 to 11 overnight; the model and its weights did not change. In two to
@@ -254,7 +255,7 @@ def test_q8_correct_losses_hidden(Q8_CORRECT_LOSSES):
 # points: 2
 
 # %% [markdown]
-# #### q8d — Uneven microbatches (written, graded by hand)
+# #### q8d — Uneven microbatches (written, graded by hand) (2 points)
 #
 # A batch of padded sequences is split into K microbatches for gradient
 # accumulation. A teammate divides each microbatch's **mean** loss by K before

@@ -6,3 +6,7 @@ names the mistake in the handout's words, and returns None when it passes.
 The hidden test cells of the master call these functions; tests/ calls them
 directly as well.
 """
+
+# Modules the examiner's sandbox may import (the rest exists only in the examiner): what the checks
+# hand to student code (fixtures) and the memory probe its procedures use.
+SANDBOX_MODULES = ("fixtures", "_probe", "memprobe")

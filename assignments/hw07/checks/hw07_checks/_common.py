@@ -18,16 +18,34 @@ _float64 = torch.float64
 
 
 class CheckFailure(AssertionError):
-    """A failed check; its message is what the student and the TA read."""
+    """A failed check; its message is what the student and the TA read.
+
+    `misconceptions` holds the ids (misconceptions/ids.yaml) of the mistakes the
+    failure detected; empty when it names none in particular.
+    """
+
+    def __init__(self, message: str, misconceptions: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.misconceptions = tuple(misconceptions)
 
 
-def fail(message: str) -> None:
-    raise CheckFailure(message)
+def fail(message: str, *ids: str) -> None:
+    raise CheckFailure(message, ids)
 
 
-def expect(condition: bool, message: str) -> None:
+def expect(condition: bool, message: str, *ids: str) -> None:
     if not condition:
-        raise CheckFailure(message)
+        raise CheckFailure(message, ids)
+
+
+def measure(procedure: Callable, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a fixtures procedure on student code: in the sandbox when `fn` is a remote stand-in, else here.
+
+    The procedure returns plain data; a student exception inside it propagates as it is.
+    """
+    if hasattr(fn, "__remote_measure__"):
+        return fn.__remote_measure__(procedure, args, kwargs)
+    return procedure(fn, *args, **kwargs)
 
 
 def generator(seed: int) -> torch.Generator:
@@ -54,6 +72,19 @@ def call(fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         raise
     except Exception as exc:  # the student's bug, reported as a failed check
         fail(f"{name}{_describe_args(args)} raised {type(exc).__name__}: {exc}")
+
+
+def measured(procedure: Callable, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """`measure` with `call`'s messages for a stub or a crash of the student's code."""
+    require_function(fn, name)
+    try:
+        return measure(procedure, fn, *args, **kwargs)
+    except NotImplementedError:
+        fail(f"{name} still raises NotImplementedError: write its body.")
+    except CheckFailure:
+        raise
+    except Exception as exc:
+        fail(f"{name} raised {type(exc).__name__}: {exc}")
 
 
 def _describe_args(args: tuple) -> str:
@@ -88,23 +119,6 @@ def close(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-5, a
 
 def close_float(actual: float, expected: float, *, rel: float = 1e-6, abs_tol: float = 1e-9) -> bool:
     return _isclose(float(actual), float(expected), rel_tol=rel, abs_tol=abs_tol)
-
-
-def count_tensor_ops(fn: Callable[[], Any]) -> tuple[Any, int]:
-    """Run fn() and count the tensor operations it dispatches (a Python loop over
-    examples dispatches one or more per example; a vectorized version a handful)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _Counter(TorchDispatchMode):
-        count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            _Counter.count += 1
-            return func(*args, **(kwargs or {}))
-
-    with _Counter():
-        result = fn()
-    return result, _Counter.count
 
 
 def shape_text(shape) -> list[str]:

@@ -9,14 +9,14 @@ reference's measured by the same probe in the same process.
 from __future__ import annotations
 
 import copy
+import numbers
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from . import _probe
+from . import _probe, fixtures
 from ._probe import fmt_bytes as _fmt
-from ._common import close, close_float, expect, fail, generator
+from ._common import close, close_float, expect, fail, generator, measured
 
 PARTS = ("forward behavior", "graph recording", "gradient buffers", "parameters", "optimizer state")
 EXPECTED_SWITCHES = {
@@ -40,29 +40,12 @@ _WHY = {
 }
 
 
-class _Recorder(nn.Module):
-    """Identity layer that remembers the mode of each forward pass."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen: list[tuple[bool, bool]] = []  # (training, grad enabled)
-
-    def forward(self, x):
-        self.seen.append((self.training, torch.is_grad_enabled()))
-        return x
-
-
-def _model(seed: int, dropout: float = 0.0) -> nn.Sequential:
-    torch.manual_seed(seed)
-    layers = [nn.Linear(3, 8), nn.Tanh(), _Recorder()]
-    if dropout:
-        layers.append(nn.Dropout(dropout))
-    layers.append(nn.Linear(8, 2))
-    return nn.Sequential(*layers).double()
+def _model(seed: int, dropout: float = 0.0):
+    return fixtures.recorder_model(seed, dropout)
 
 
 def _recorder(model) -> _Recorder:
-    return next(m for m in model.modules() if isinstance(m, _Recorder))
+    return next(m for m in model.modules() if isinstance(m, fixtures.Recorder))
 
 
 def _params(model) -> list[torch.Tensor]:
@@ -75,13 +58,12 @@ def _all_close(actual, expected, **tol) -> bool:
 
 def _not_a_float(value, name: str) -> None:
     if isinstance(value, torch.Tensor):
-        graph = (f" (requires_grad=True, grad_fn={type(value.grad_fn).__name__})"
-                 if value.requires_grad and value.grad_fn is not None else "")
+        graph = " that requires grad" if value.requires_grad else ""
         fail(f"{name} returned a torch.Tensor{graph}; return a Python float with loss.item(). A loss tensor keeps "
              "its graph (grad_fn and everything it references) alive for as long as you hold it: logging loss "
-             "tensors in a list retains every step's graph.")
-    expect(isinstance(value, float) and not isinstance(value, bool),
-           f"{name} should return the loss as a Python float (loss.item()), got {type(value).__name__}.")
+             "tensors in a list retains every step's graph.", "M3")
+    expect(isinstance(value, numbers.Real) and not isinstance(value, bool),
+           f"{name} should return the loss as a Python float (loss.item()), got {type(value).__name__}.", "M3")
 
 
 # ----------------------------------------------------------------------------- train_step
@@ -134,27 +116,27 @@ def _check_train_step(train_step) -> None:
         if from_eval and not seen[0][0]:
             fail("train_step ran the forward pass with the model in eval mode (it came from validation): call "
                  "model.train() at the start of the step. The training flag is separate state; nothing else "
-                 "switches it back.")
+                 "switches it back.", "M34")
         after = _params(model)
         if _all_close(after, before, rtol=0, atol=0):
             fail("train_step did not change the parameters. If you clear the gradients after backward() and "
-                 "before step(), step() finds no gradients: clear them before backward().")
+                 "before step(), step() finds no gradients: clear them before backward().", "M2")
         # What the weights would be if the stale gradients had been added in.
         fresh = [(b - r.detach()) / lr for b, r in zip(before, reference.parameters())]
         accumulated = [b - lr * (s + f) for b, s, f in zip(before, stale, fresh)]
         if _all_close(after, accumulated, rtol=1e-9, atol=1e-12):
             fail("train_step's update used the old gradients plus the new ones: backward() adds to .grad, so the "
                  "gradients accumulate across calls. Clear them with optimizer.zero_grad(set_to_none=True) "
-                 "before backward() (clearing only after step() still lets gradients left by someone else in).")
+                 "before backward() (clearing only after step() still lets gradients left by someone else in).", "M1")
         expect(_all_close(after, [p.detach() for p in reference.parameters()], rtol=1e-9, atol=1e-12),
                "train_step's update differs from one SGD step on this batch's gradient (train mode, clear, "
                "forward, loss, backward, step).")
         if any(p.grad is s for p, s in zip(model.parameters(), stale_objects)):
             fail("train_step zeroed the old gradient tensors in place (set_to_none=False) and reused them: use "
-                 "optimizer.zero_grad(set_to_none=True), which drops the buffers so their memory can be freed.")
+                 "optimizer.zero_grad(set_to_none=True), which drops the buffers so their memory can be freed.", "M35")
         expect(close_float(result, expected_loss, rel=1e-9),
                f"train_step returned {result!r}; the loss of this batch before the update is {expected_loss!r}.")
-        expect(model.training, "after train_step the model should be in training mode.")
+        expect(model.training, "after train_step the model should be in training mode.", "M34")
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -182,7 +164,7 @@ def _call_evaluate(evaluate, model, batches, loss_fn):
     except TypeError as exc:
         if "len()" in str(exc) or "not subscriptable" in str(exc):
             fail(f"evaluate raised TypeError: {exc}. `batches` may be any iterable of (x, y) pairs, such as a "
-                 "generator: go through it once with a for loop and count the examples as you go.")
+                 "generator: go through it once with a for loop and count the examples as you go.", "M37")
         fail(f"evaluate raised TypeError: {exc}")
     except Exception as exc:
         fail(f"evaluate raised {type(exc).__name__}: {exc}")
@@ -196,7 +178,8 @@ def check_evaluate(evaluate) -> None:
 def _check_evaluate(evaluate) -> None:
     g = generator(1102)
     for case, (sizes, train_before, one_pass) in enumerate(
-            [((5, 5, 2), True, False), ((3, 7, 1, 4), False, False), ((4, 1), True, True), ((2,), True, False)]):
+            [((5, 5, 2), True, False), ((3, 7, 1, 4), False, False), ((4, 1), True, True), ((2,), True, False),
+             ((6, 3), True, True)]):
         model = _model(1120 + case, dropout=0.5)
         batches = [(torch.randn(n, 3, generator=g, dtype=torch.float64),
                     torch.randn(n, 2, generator=g, dtype=torch.float64)) for n in sizes]
@@ -210,84 +193,91 @@ def _check_evaluate(evaluate) -> None:
         result = _call_evaluate(evaluate, model, iter(batches) if one_pass else list(batches), F.mse_loss)
         _not_a_float(result, "evaluate")
         seen = _recorder(model).seen
+        if one_pass and len(seen) < len(sizes):
+            fail(f"evaluate ran {len(seen)} forward passes for {len(sizes)} batches given as a one-pass iterator: "
+                 "`batches` may be a generator, so go through it once (no len(), no second loop).", "M37")
         expect(len(seen) == len(sizes), f"evaluate ran {len(seen)} forward passes for {len(sizes)} batches; run the "
                "model once on each batch.")
         if any(training for training, _ in seen):
             fail("evaluate ran the model in training mode, so dropout was active and the loss is noisy: call "
                  "model.eval() before the loop. (no_grad() alone stops graph recording; it does not change layer "
-                 "behaviour.)")
+                 "behaviour.)", "M5")
         if not torch.is_grad_enabled():
             fail("after evaluate, autograd is still disabled for the code that follows: use `with torch.no_grad():` "
-                 "around the loop, which restores the previous mode on exit.")
+                 "around the loop, which restores the previous mode on exit.", "M36")
         if model.training != train_before:
             if train_before:
                 fail("evaluate left the model in eval mode: the next training step would run without dropout. "
-                     "Remember model.training before switching and restore it with model.train(was_training).")
+                     "Remember model.training before switching and restore it with model.train(was_training).", "M7")
             fail("evaluate switched a model that was in eval mode to training mode: restore the *previous* flag "
-                 "(was_training = model.training ... model.train(was_training)), not always train().")
+                 "(was_training = model.training ... model.train(was_training)), not always train().", "M7")
         for p, before in zip(model.parameters(), grads):
             if before is None:
-                expect(p.grad is None, "evaluate created gradients: evaluation performs no backward pass.")
+                expect(p.grad is None, "evaluate created gradients: evaluation performs no backward pass.", "M8")
             else:
                 expect(p.grad is not None and close(p.grad, before, rtol=0, atol=0),
                        "evaluate cleared or changed the parameters' gradients. Validation performs no backward "
-                       "pass and needs no gradient clearing: leave .grad exactly as you found it (no zero_grad).")
+                       "pass and needs no gradient clearing: leave .grad exactly as you found it (no zero_grad).", "M8")
         means = [_reference_evaluate(copy.deepcopy(model), [b], F.mse_loss) for b in batches]
         if len(set(sizes)) > 1 and close_float(result, sum(means) / len(means), rel=1e-9):
             fail(f"evaluate returned the mean of the batch means; with batches of sizes {sizes} that weights the "
                  "examples of small batches more. Return the mean loss per example: weight each batch's mean by "
-                 "its number of examples and divide by the total count.")
+                 "its number of examples and divide by the total count.", "M6")
         expect(close_float(result, expected, rel=1e-9, abs_tol=1e-12),
                f"evaluate returned {result!r} for batches of sizes {sizes}; the mean loss per example in eval "
                f"mode is {expected!r}.")
 
 
-def _deep_mlp(device, width=128, hidden=512, depth=8, seed=1130):
-    torch.manual_seed(seed)
-    return nn.Sequential(*[nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width), nn.ReLU())
-                           for _ in range(depth)]).to(device)
+def _memory_inputs():
+    device = _probe.device()
+    g = generator(1103)
+    model = fixtures.deep_mlp(device)
+    batches = [(torch.randn(n, 128, generator=g).to(device), torch.randint(0, 128, (n,), generator=g).to(device))
+               for n in (32, 32, 32, 17)]
+    return model, batches
+
+
+def _value(described):
+    """The number a result described by fixtures.plain stands for (a float, or a one-element tensor's value)."""
+    if isinstance(described, dict):
+        return described.get("value")
+    return described if isinstance(described, (int, float)) and not isinstance(described, bool) else None
 
 
 def measure_evaluate_memory(evaluate) -> dict:
-    """Peak and live bytes of evaluate and of the reference (no_grad) on the same model and batches."""
-    device = _probe.device()
-    g = generator(1103)
-    model = _deep_mlp(device)
-    batches = [(torch.randn(n, 128, generator=g).to(device), torch.randint(0, 128, (n,), generator=g).to(device))
-               for n in (32, 32, 32, 17)]
-    figures = {"device": str(device)}
+    """Peak and live bytes of evaluate and of the reference (no_grad), each on a fresh copy of one model."""
+    model, batches = _memory_inputs()
+    figures = {"device": str(_probe.device())}
+    figures["yours"] = measured(fixtures.evaluate_memory, evaluate, "evaluate", copy.deepcopy(model), batches,
+                                F.cross_entropy)
+    figures["reference"] = fixtures.evaluate_memory(_reference_evaluate, copy.deepcopy(model), batches,
+                                                    F.cross_entropy)
     with torch.enable_grad(), _probe.quiet():
-        _probe.warm_up(model, *batches[0], F.cross_entropy)
         _, figures["saved_one_batch"] = _probe.saved_tensor_bytes(
             lambda: F.cross_entropy(model(batches[0][0]), batches[0][1]))
-        for who, fn in (("reference", _reference_evaluate), ("yours", evaluate)):
-            model.train()
-            if who == "yours":
-                result, peak, live = _probe.peak_and_live(lambda: _call_evaluate(fn, model, batches, F.cross_entropy))
-            else:
-                result, peak, live = _probe.peak_and_live(lambda: fn(model, batches, F.cross_entropy))
-            figures[who] = {"result": result, "peak": peak, "live": live}
-            del result
     return figures
 
 
 def check_evaluate_memory(evaluate) -> None:
-    """M4: evaluation without no_grad() builds and holds each batch's graph; only memory shows it."""
+    """M4: evaluation without no_grad() builds and holds each batch's graph; only memory shows it.
+
+    Judges memory only: the return type is check_evaluate's business.
+    """
     figures = measure_evaluate_memory(evaluate)
     ref, mine, saved = figures["reference"], figures["yours"], figures["saved_one_batch"]
-    _not_a_float(mine["result"], "evaluate")
-    expect(close_float(mine["result"], ref["result"], rel=1e-4, abs_tol=1e-6),
+    value = _value(mine["result"])
+    expect(value is not None and close_float(value, ref["result"], rel=1e-4, abs_tol=1e-6),
            f"evaluate returned {mine['result']!r}; the mean loss per example in eval mode is {ref['result']!r} "
            "(memory not assessed until the value is right).")
     if mine["peak"] > ref["peak"] + saved / 2:
         fail(f"evaluate built a backward graph: its peak memory was {_fmt(mine['peak'])}, against "
              f"{_fmt(ref['peak'])} for the same loop under torch.no_grad() (one batch's saved activations "
              f"are {_fmt(saved)}). model.eval() changes layer behaviour but does not stop graph recording; "
-             "wrap the loop in torch.no_grad() so intermediates are freed as soon as they are used.")
+             "wrap the loop in torch.no_grad() so intermediates are freed as soon as they are used.", "M4")
     if mine["live"] > ref["live"] + saved / 2:
         fail(f"after evaluate returned, {_fmt(mine['live'])} it created were still alive (reference: "
              f"{_fmt(ref['live'])}): it keeps graphs or tensors from the loop. Keep loss.item(), not loss "
-             "tensors.")
+             "tensors.", "M4")
 
 
 # ----------------------------------------------------------------------------- SWITCHES
@@ -308,4 +298,4 @@ def check_switches(SWITCHES) -> None:
             detail = "; ".join(filter(None, [
                 f"it lists {len(value - expected)} thing(s) the operation does not change" if value - expected else "",
                 f"it misses {len(expected - value)} thing(s) the operation changes" if expected - value else ""]))
-            fail(f"SWITCHES[{key!r}] is not right: {detail}. Hint: {_WHY[key]}.")
+            fail(f"SWITCHES[{key!r}] is not right: {detail}. Hint: {_WHY[key]}.", "M38")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ._common import (call, close, count_tensor_ops, expect, expect_shape, fail, generator,
-                      require_tensor)
+from . import fixtures
+from ._common import call, close, expect, expect_shape, fail, generator, measured, require_tensor
 
 # Sizes chosen so that no two axes share a length: a swapped axis shows in the shape.
 B, T, V, D = 3, 5, 11, 4
@@ -17,7 +17,7 @@ def check_embed(embed) -> None:
     out = require_tensor(call(embed, "embed", ids, table), "embed")
     if tuple(out.shape) == (T, B, D):
         fail(f"embed returned shape (T, B, d) = {(T, B, D)}: the batch and position axes are swapped. "
-             "Token ids (B, T) should become (B, T, d): batch, sequence position, embedding coordinate.")
+             "Token ids (B, T) should become (B, T, d): batch, sequence position, embedding coordinate.", "M10")
     expect_shape(out, (B, T, D), "embed(ids of shape (B, T), table of shape (V, d))")
     expect(close(out, table[ids]), "embed gives the right shape but the wrong vectors: row [b, t] of the "
            "result must be table[token_ids[b, t]].")
@@ -26,7 +26,7 @@ def check_embed(embed) -> None:
     out = require_tensor(call(embed, "embed", square_ids, table), "embed")
     if close(out, table[square_ids].transpose(0, 1)):
         fail("With B == T, embed returned result[b, t] = table[ids[t, b]]: the batch and position axes are "
-             "swapped. An axis's size does not tell you its meaning.")
+             "swapped. An axis's size does not tell you its meaning.", "M10")
     expect(close(out, table[square_ids]), "embed(ids of shape (4, 4), table) gives the wrong vectors.")
     # B = 1, T = 1 and an int32/long mix must work too.
     one = torch.tensor([[3]])
@@ -38,9 +38,9 @@ def check_embed_vectorized(embed) -> None:
     g = generator(7021)
     table = torch.randn(V, D, generator=g)
     ids = torch.randint(0, V, (8, 16), generator=g)
-    _, ops = count_tensor_ops(lambda: call(embed, "embed", ids, table))
+    ops = measured(fixtures.count_tensor_ops, embed, "embed", ids, table)
     expect(ops <= 16, f"embed ran {ops} tensor operations for 8 x 16 tokens: it looks like a Python loop over "
-           "tokens. Index the table with the whole (B, T) id tensor at once.")
+           "tokens. Index the table with the whole (B, T) id tensor at once.", "M39")
 
 
 def check_batched_linear(batched_linear) -> None:
@@ -54,7 +54,7 @@ def check_batched_linear(batched_linear) -> None:
         expected = X @ W.T + b
         if close(out, X @ W + b):
             fail("batched_linear computed X @ W + b. W has shape (h, d): each output is W @ x + b, so the batched "
-                 "form is X @ W.T + b. With square W the shapes agree and only the values are wrong.")
+                 "form is X @ W.T + b. With square W the shapes agree and only the values are wrong.", "M9")
         expect_shape(out, expected.shape, f"batched_linear(X of shape {tuple(X.shape)}, W (h, d), b (h,))")
         expect(close(out, expected, rtol=1e-4, atol=1e-5),
                f"batched_linear gives wrong values for X of shape {tuple(X.shape)}: expected X @ W.T + b.")
@@ -71,9 +71,9 @@ def check_batched_linear_vectorized(batched_linear) -> None:
     g = generator(7031)
     W, b = torch.randn(4, 3, generator=g), torch.randn(4, generator=g)
     X = torch.randn(8, 16, 3, generator=g)
-    _, ops = count_tensor_ops(lambda: call(batched_linear, "batched_linear", X, W, b))
+    ops = measured(fixtures.count_tensor_ops, batched_linear, "batched_linear", X, W, b)
     expect(ops <= 16, f"batched_linear ran {ops} tensor operations for 8 x 16 positions: it looks like a Python "
-           "loop. One matrix multiplication acts on the last axis for every leading index at once.")
+           "loop. One matrix multiplication acts on the last axis for every leading index at once.", "M39")
 
 
 def check_linear_macs(linear_macs) -> None:
@@ -84,5 +84,5 @@ def check_linear_macs(linear_macs) -> None:
                f"linear_macs should return a Python int, got {type(got).__name__}.")
         if got == 2 * expected:
             fail("linear_macs returned 2·BTdh: that counts floating-point operations (a multiply and an add). "
-                 "One multiply-accumulate is one of each, so the count is B·T·d·h.")
+                 "One multiply-accumulate is one of each, so the count is B·T·d·h.", "M40")
         expect(got == expected, f"linear_macs{(B_, T_, d, h)} returned {got}; expected B·T·d·h = {expected}.")

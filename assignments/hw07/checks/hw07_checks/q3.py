@@ -87,10 +87,10 @@ def check_broadcast_shape(broadcast_shape) -> None:
         if got != expected:
             if len(a) != len(b) and _left_aligned(a, b) == got:
                 fail(f"broadcast_shape({a}, {b}) returned {got}; expected {expected}. You compared axes from the "
-                     "left; broadcasting aligns shapes at the right, and missing leading axes act like size 1.")
+                     "left; broadcasting aligns shapes at the right, and missing leading axes act like size 1.", "M13")
             if 0 in a + b:
                 fail(f"broadcast_shape({a}, {b}) returned {got}; expected {expected}. Size 0 is a real size: "
-                     "it pairs with 0 or 1, and 1 stretches to 0.")
+                     "it pairs with 0 or 1, and 1 stretches to 0.", "M41")
             fail(f"broadcast_shape({a}, {b}) returned {got}; torch.broadcast_shapes gives {expected}.")
 
 
@@ -123,7 +123,7 @@ def check_matmul_shape(matmul_shape) -> None:
         expect(error is None, f"matmul_shape({a}, {b}) raised ValueError ({error}), but A @ B has shape {expected}.")
         if got != expected:
             fail(f"matmul_shape({a}, {b}) returned {got}; A @ B has shape {expected}. The inner dimension is "
-                 "contracted and the leading dimensions broadcast, right-aligned.")
+                 "contracted and the leading dimensions broadcast, right-aligned.", "M44")
 
 
 def _reference_mse(p, t):
@@ -143,7 +143,7 @@ def check_pointwise_mse(pointwise_mse) -> None:
             except ValueError as exc:
                 if B == 1:
                     fail(f"{name} raised ValueError ({exc}). At B = 1, squeeze() drops the batch axis as well as "
-                         "the feature axis; use squeeze(-1), which removes only the trailing size-1 axis.")
+                         "the feature axis; use squeeze(-1), which removes only the trailing size-1 axis.", "M12")
                 fail(f"{name} raised ValueError ({exc}), but these shapes pair each prediction with its own target.")
             except Exception as exc:
                 fail(f"{name} raised {type(exc).__name__}: {exc}")
@@ -151,11 +151,11 @@ def check_pointwise_mse(pointwise_mse) -> None:
             expected = _reference_mse(p, t)
             if tuple(out.shape) == (B, B) and B > 1:
                 fail(f"your loss has shape (B, B) = {(B, B)}: the subtraction broadcast (B, 1) against (B,) and "
-                     "compared every prediction with every target. Bring both to shape (B,) first.")
+                     "compared every prediction with every target. Bring both to shape (B,) first.", "M11")
             expect(tuple(out.shape) == (), f"{name} returned shape {tuple(out.shape)}; the loss is a 0-dim tensor.")
             if B > 1 and close(out, (p.reshape(-1, 1) - t.reshape(1, -1)).square().mean()):
                 fail("your loss compares every prediction with every target: the subtraction broadcast (B, 1) against "
-                     "(B,) to shape (B, B), and averaging hid the extra axis. Bring both to shape (B,) first.")
+                     "(B,) to shape (B, B), and averaging hid the extra axis. Bring both to shape (B,) first.", "M11")
             expect(close(out, expected), f"{name} returned {float(out):.6g}; the mean squared error is "
                    f"{float(expected):.6g}.")
     # The handout's example: 14/3, not 454/3.
@@ -179,14 +179,14 @@ def check_pointwise_mse_rejects_mismatch(pointwise_mse) -> None:
             for shape in (p_shape, t_shape):
                 expect(any(s in message for s in shape_text(shape)),
                        f"pointwise_mse raised ValueError for predictions {p_shape} and targets {t_shape}, but its "
-                       f"message ({message!r}) should show both shapes.")
+                       f"message ({message!r}) should show both shapes.", "M14")
             continue
         except Exception as exc:
             fail(f"pointwise_mse(predictions {p_shape}, targets {t_shape}) raised {type(exc).__name__}: {exc}; "
-                 "mismatched shapes should raise ValueError with both shapes in the message.")
+                 "mismatched shapes should raise ValueError with both shapes in the message.", "M14")
         fail(f"pointwise_mse accepted predictions of shape {p_shape} and targets of shape {t_shape} and returned "
              f"{got!r}. Broadcasting makes many such pairs compute something; assert the shapes and raise "
-             "ValueError instead.")
+             "ValueError instead.", "M14")
 
 
 def check_broadcast_bug_minimizer(broadcast_bug_minimizer) -> None:
@@ -199,6 +199,6 @@ def check_broadcast_bug_minimizer(broadcast_bug_minimizer) -> None:
         if B > 1 and close(out, targets):
             fail("broadcast_bug_minimizer returned the targets: they minimize the intended loss. The accidental "
                  "objective compares each prediction with every target, so each prediction's best value is the "
-                 "batch's mean target.")
+                 "batch's mean target.", "M43")
         expect(close(out, targets.mean().expand(B)), "broadcast_bug_minimizer: each prediction that minimizes "
                "B^-2 Σ_ij (ŷ_i − y_j)² equals the batch's mean target.")

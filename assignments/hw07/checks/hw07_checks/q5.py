@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from . import _probe
+from . import _probe, fixtures
 from ._probe import fmt_bytes as _fmt
-from ._common import close, close_float, expect, fail, generator
+from ._common import close, close_float, expect, fail, generator, measured
 
 _F64 = dict(rtol=1e-9, atol=1e-12)
 
@@ -27,7 +27,7 @@ _F64 = dict(rtol=1e-9, atol=1e-12)
 def reference_accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy) -> float:
     total = 0.0
     for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):
-        loss = loss_fn(model(xb), yb, reduction="sum") / len(x)
+        loss = loss_fn(model(xb), yb) * (len(xb) / len(x))  # the microbatch mean, weighted by its share
         loss.backward()
         total += loss.item()
     return total
@@ -64,24 +64,14 @@ def _contribution(model, x, y, loss_fn, scale):
     return _grads(twin)
 
 
-class _SizeRecorder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.sizes: list[int] = []
-
-    def forward(self, x):
-        self.sizes.append(len(x))
-        return x
-
-
 def _classifier(seed):
     torch.manual_seed(seed)
-    return nn.Sequential(_SizeRecorder(), nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).double()
+    return nn.Sequential(fixtures.SizeRecorder(), nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).double()
 
 
-def _regressor(seed):
+def _regressor(seed, outputs=1):
     torch.manual_seed(seed)
-    return nn.Sequential(_SizeRecorder(), nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 1)).double()
+    return nn.Sequential(fixtures.SizeRecorder(), nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, outputs)).double()
 
 
 def _call_accumulate(fn, name, *args, **kwargs):
@@ -94,10 +84,15 @@ def _call_accumulate(fn, name, *args, **kwargs):
             fail(f"{name} raised RuntimeError: {exc}. A forward pass under torch.no_grad() records no graph, so "
                  "there is nothing to backpropagate: run each microbatch's forward with autograd on and call "
                  "backward on it. Accumulation saves memory by releasing each microbatch's graph, not by "
-                 "disabling graph recording.")
+                 "disabling graph recording.", "M22")
         fail(f"{name} raised RuntimeError: {exc}")
     except Exception as exc:
         fail(f"{name} raised {type(exc).__name__}: {exc}")
+
+
+def _leave_loss_fn_out(n: int) -> bool:
+    """Cross-entropy cases rely on the default loss_fn for even batch sizes and pass it explicitly otherwise."""
+    return n % 2 == 0
 
 
 def _cases():
@@ -111,6 +106,12 @@ def _cases():
     x = torch.randn(11, 4, generator=g, dtype=torch.float64)
     y = torch.randn(11, 1, generator=g, dtype=torch.float64)  # one target per example: sum / N is the mean
     cases.append((_regressor(1520), x, y, 4, F.mse_loss, "F.mse_loss"))
+    # (B, 3) targets: the mean runs over 3 numbers per example, so sum / N is 3 times the mean
+    x = torch.randn(10, 4, generator=g, dtype=torch.float64)
+    y = torch.randn(10, 3, generator=g, dtype=torch.float64)
+    cases.append((_regressor(1521, outputs=3), x, y, 4, F.mse_loss, "F.mse_loss with (B, 3) targets"))
+    cases.append((_regressor(1522, outputs=3), x[:7], y[:7], 3, fixtures.mse_mean_of_sums,
+                  "a mean-reduced loss over (B, 3) targets"))
     return cases
 
 
@@ -135,7 +136,7 @@ def _check_accumulate_gradients(accumulate_gradients) -> None:
         full = _contribution(model, x, y, loss_fn, 1.0)
         expected_loss = loss_fn(copy.deepcopy(model)(x), y).item()
         model[0].sizes.clear()
-        if loss_fn is F.cross_entropy:
+        if loss_fn is F.cross_entropy and _leave_loss_fn_out(len(x)):
             result = _call_accumulate(accumulate_gradients, "accumulate_gradients", model, x, y, m)
         else:
             result = _call_accumulate(accumulate_gradients, "accumulate_gradients", model, x, y, m, loss_fn)
@@ -143,12 +144,12 @@ def _check_accumulate_gradients(accumulate_gradients) -> None:
         grads = _grads(model)
         if not _match(after, before, rtol=0, atol=0):
             fail(f"accumulate_gradients changed the weights ({what}). Keep the weights fixed until all "
-                 "microbatches are processed: no optimizer step inside accumulation (the caller steps once).")
+                 "microbatches are processed: no optimizer step inside accumulation (the caller steps once).", "M21")
         seen = model[0].sizes
         expect(seen, "accumulate_gradients never ran the model.")
         if max(seen) > m:
             fail(f"accumulate_gradients ran the model on {max(seen)} examples at once with micro_batch_size={m} "
-                 f"({what}): run it on one microbatch at a time, so only a microbatch's activations are alive.")
+                 f"({what}): run it on one microbatch at a time, so only a microbatch's activations are alive.", "M55")
         expected = _plus(existing, full)
         if _match(grads, expected, **_F64):
             expect(isinstance(result, float) and not isinstance(result, bool),
@@ -169,21 +170,30 @@ def _check_accumulate_gradients(accumulate_gradients) -> None:
                 _match(grads, existing, **_F64):
             fail(f"accumulate_gradients added no gradient ({what}). If the microbatch forward runs under "
                  "torch.no_grad(), no graph is recorded and backward has nothing to propagate; do not put a "
-                 "training forward in no_grad() to save memory.")
+                 "training forward in no_grad() to save memory.", "M22")
         if _match(grads, full, **_F64):
             fail(f"accumulate_gradients replaced the gradients that were already in .grad ({what}): it should add to "
-                 "them, like backward() does. Clearing is the caller's job (accumulated_train_step clears first).")
+                 "them, like backward() does. Clearing is the caller's job (accumulated_train_step clears first).", "M54")
         if _match(grads, last, **_F64) or _match(grads, _plus(existing, last), **_F64):
             fail(f"only the last microbatch's gradient survived ({what}): the gradients were cleared inside the "
-                 "loop. Clear once before accumulating, never between microbatches.")
+                 "loop. Clear once before accumulating, never between microbatches.", "M21")
         if len(set(sizes)) > 1 and _match(grads, _plus(existing, per_k), **_F64):
             fail(f"accumulate_gradients divided each microbatch's mean loss by the number of microbatches K = {k}, "
                  f"but the microbatches are uneven ({sizes}): the examples of the small one weigh more. Weight each "
-                 f"microbatch by its example count: sum the losses (reduction='sum') and divide by all {n} examples, "
-                 "or multiply each mean by len(xb) / N.")
+                 f"microbatch's mean by its share of the examples, len(xb) / N with N = {n}.", "M19")
+        per_element = y[0].numel()
+        if per_element > 1 and _match(grads, _plus(existing, [None if gr is None else gr * per_element
+                                                              for gr in full]), **_F64):
+            fail(f"accumulate_gradients gives {per_element} times the gradient of the full-batch mean loss ({what}): "
+                 f"the mean runs over {per_element} numbers per example, so summing the losses (reduction='sum') "
+                 "and dividing by the number of examples is not the mean. Weight each microbatch's mean loss by "
+                 "its share of the examples, len(xb) / N.", "M53")
+        if _match(grads, _plus(existing, [None if gr is None else gr * n for gr in full]), **_F64):
+            fail(f"accumulate_gradients added the gradient of the summed loss, {n} times the mean's ({what}): "
+                 "weight each microbatch's mean loss by its share of the examples, len(xb) / N.", "M20")
         if k > 1 and _match(grads, _plus(existing, unweighted), **_F64):
             fail(f"accumulate_gradients added the microbatch means without dividing ({what}): the gradient is the "
-                 "sum of K means, about K times the full-batch gradient. Divide by the total number of examples.")
+                 "sum of K means, about K times the full-batch gradient. Weight each microbatch's mean by len(xb) / N.", "M20")
         fail(f"accumulate_gradients did not add the full-batch gradient of the mean loss to .grad ({what}).")
 
 
@@ -196,7 +206,7 @@ def _check_accumulated_train_step(accumulated_train_step) -> None:
     expect(accumulated_train_step is not None and callable(accumulated_train_step),
            "accumulated_train_step is not defined: keep the name from the stub and run its cell.")
     g = generator(1503)
-    for model, x, y, m, loss_fn, loss_name in _cases()[:3] + _cases()[-1:]:
+    for model, x, y, m, loss_fn, loss_name in _cases()[:3] + _cases()[-3:]:
         what = f"{len(x)} examples in microbatches of {m}, loss_fn={loss_name}"
         # A previous update left gradients and momentum behind.
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -218,7 +228,7 @@ def _check_accumulated_train_step(accumulated_train_step) -> None:
         steps = []
         handle = optimizer.register_step_post_hook(lambda *_: steps.append(1))
         try:
-            if loss_fn is F.cross_entropy:
+            if loss_fn is F.cross_entropy and _leave_loss_fn_out(len(x)):
                 result = _call_accumulate(accumulated_train_step, "accumulated_train_step", model, optimizer, x, y, m)
             else:
                 result = _call_accumulate(accumulated_train_step, "accumulated_train_step", model, optimizer, x, y,
@@ -228,11 +238,11 @@ def _check_accumulated_train_step(accumulated_train_step) -> None:
         if len(steps) != 1:
             fail(f"accumulated_train_step called optimizer.step() {len(steps)} times for one update ({what}). Step "
                  "once, after every microbatch's backward: stepping inside the loop updates the weights between "
-                 "microbatches, and the later ones see different weights.")
+                 "microbatches, and the later ones see different weights.", "M21")
         if not _match(_params(model), _params(reference), **_F64):
             if _match(_params(model), _params(unclear), **_F64):
                 fail(f"accumulated_train_step stepped on the stale gradients plus the new ones ({what}): clear the "
-                     "gradients first (optimizer.zero_grad(set_to_none=True)), then accumulate, then step once.")
+                     "gradients first (optimizer.zero_grad(set_to_none=True)), then accumulate, then step once.", "M1")
             fail(f"accumulated_train_step's update differs from one SGD step on the full-batch gradient ({what}): "
                  "clear, accumulate the gradient of the full batch's mean loss (check accumulate_gradients), then "
                  "step once.")
@@ -254,30 +264,22 @@ def measure_accumulation_memory(accumulate_gradients, micro=32, ks=(2, 8)) -> di
     device = _probe.device()
     g = generator(1504)
     model = _mlp(device)
-    data = {k: (torch.randn(micro * k, 128, generator=g).to(device),
-                torch.randint(0, 128, (micro * k,), generator=g).to(device)) for k in ks}
-    figures = {"device": str(device), "micro": micro, "ks": ks, "reference": {}, "yours": {}, "correct": True}
-    expected = {}
+    data = [(torch.randn(micro * k, 128, generator=g).to(device),
+             torch.randint(0, 128, (micro * k,), generator=g).to(device)) for k in ks]
+    figures = {"device": str(device), "micro": micro, "ks": ks}
+    mine = measured(fixtures.accumulation_peaks, accumulate_gradients, "accumulate_gradients",
+                    copy.deepcopy(model), data, micro)
+    ref = fixtures.accumulation_peaks(reference_accumulate_gradients, copy.deepcopy(model), data, micro)
+    figures["correct"] = all(
+        isinstance(r_mine, float) and close_float(r_mine, r_ref, rel=1e-4) and _match(g_mine, g_ref, rtol=1e-4, atol=1e-6)
+        for r_mine, r_ref, g_mine, g_ref in zip(mine["results"], ref["results"], mine["grads"], ref["grads"]))
     with torch.enable_grad(), _probe.quiet():
-        _probe.warm_up(model, data[ks[0]][0][:micro], data[ks[0]][1][:micro], F.cross_entropy)
         _, figures["saved_one_microbatch"] = _probe.saved_tensor_bytes(
-            lambda: F.cross_entropy(model(data[ks[0]][0][:micro]), data[ks[0]][1][:micro]))
-        for who, fn in (("reference", reference_accumulate_gradients), ("yours", accumulate_gradients)):
-            for k in ks:
-                model.zero_grad(set_to_none=True)
-                x, y = data[k]
-                result, peak, _ = _probe.peak_and_live(
-                    lambda: _call_accumulate(fn, "accumulate_gradients", model, x, y, micro))
-                figures[who][k] = peak
-                grads = _grads(model)
-                if who == "reference":
-                    expected[k] = (grads, result)
-                elif not (_match(grads, expected[k][0], rtol=1e-4, atol=1e-6) and isinstance(result, float)
-                          and close_float(result, expected[k][1], rel=1e-4)):
-                    figures["correct"] = False
-        model.zero_grad(set_to_none=True)
-    for who in ("reference", "yours"):
-        figures[who]["slope"] = (figures[who][ks[-1]] - figures[who][ks[0]]) / (ks[-1] - ks[0])
+            lambda: F.cross_entropy(model(data[0][0][:micro]), data[0][1][:micro]))
+    for who, measured_peaks in (("reference", ref), ("yours", mine)):
+        peaks = dict(zip(ks, measured_peaks["peaks"]))
+        peaks["slope"] = (peaks[ks[-1]] - peaks[ks[0]]) / (ks[-1] - ks[0])
+        figures[who] = peaks
     return figures
 
 
@@ -294,11 +296,11 @@ def check_accumulation_memory(accumulate_gradients) -> None:
              f"{_fmt(mine['slope'])} more per microbatch (one microbatch's saved activations: "
              f"{_fmt(saved)}; reference: {_fmt(ref[k1])} and {_fmt(ref[k2])}). Summing "
              "graph-connected losses and calling backward once at the end keeps every microbatch's graph alive: "
-             "call backward() on each microbatch's loss, and keep loss.item(), not the tensor.")
+             "call backward() on each microbatch's loss, and keep loss.item(), not the tensor.", "M18")
     if mine[k2] > ref[k2] + saved / 2:
         fail(f"accumulate_gradients peaks at {_fmt(mine[k2])} for {k2} microbatches, against "
              f"{_fmt(ref[k2])} for backward per microbatch (one microbatch's saved activations: "
-             f"{_fmt(saved)}): release each microbatch's graph before the next forward.")
+             f"{_fmt(saved)}): release each microbatch's graph before the next forward.", "M18")
 
 
 def _blocks(seed, dtype=torch.float64, kinds=("list", "sequential", "modulelist")):
@@ -345,14 +347,21 @@ def _check_checkpointed_forward(checkpointed_forward) -> None:
         expect(out.requires_grad, "checkpointed_forward's output does not require grad: no gradient can reach the "
                "blocks' parameters. Run it with autograd on; with use_reentrant=True and an input that does not "
                "require grad, checkpoint's output is cut off from the parameters: use "
-               "checkpoint(block, x, use_reentrant=False).")
+               "checkpoint(block, x, use_reentrant=False).", "M56")
         F.mse_loss(out, target).backward()
-        mine = [p.grad for b in blocks for p in b.parameters()]
+        per_block = [[p.grad for p in b.parameters()] for b in blocks]
+        mine = [gr for grads in per_block for gr in grads]
         theirs = [p.grad for b in twin for p in b.parameters()]
+        reached = [all(gr is not None for gr in grads) for grads in per_block]
+        if reached[-1] and not all(reached):
+            fail("after backward through checkpointed_forward, only the last block(s) have gradients: the chain "
+                 "between blocks was cut, e.g. by detaching (x.detach(), torch.no_grad()) or by rebuilding a tensor "
+                 "from another's values between blocks. Pass each block's output on as it is: "
+                 "x = checkpoint(block, x, use_reentrant=False).", "M57")
         if any(gr is None for gr in mine):
             fail("after backward through checkpointed_forward, some parameters have no gradient. With "
                  "use_reentrant=True and an input that does not require grad, checkpoint silently drops the "
-                 "parameters' gradients: use checkpoint(block, x, use_reentrant=False).")
+                 "parameters' gradients: use checkpoint(block, x, use_reentrant=False).", "M56")
         expect(_match(mine, theirs, **_F64), "the gradients through checkpointed_forward differ from the plain "
                "forward's: checkpointing must give the same output and the same gradients.")
         if input_grad:
@@ -360,40 +369,29 @@ def _check_checkpointed_forward(checkpointed_forward) -> None:
                    "the gradient with respect to the input differs from the plain forward's.")
 
 
+def _plain_forward(blocks, x):
+    for block in blocks:
+        x = block(x)
+    return x
+
+
 def measure_checkpoint_memory(checkpointed_forward) -> dict:
     """Live bytes right after the forward (output held): plain, reference checkpointing, yours."""
     device = _probe.device()
     model = _mlp(device, seed=1550)
-    blocks = list(model)
     g = generator(1506)
     x = torch.randn(32, 128, generator=g).to(device)
     y = torch.randint(0, 128, (32,), generator=g).to(device)
-    figures, outputs, grads = {"device": str(device)}, {}, {}
-    with torch.enable_grad(), _probe.quiet():
-        _probe.warm_up(model, x, y, F.cross_entropy)
-        for who, fn in (("plain", lambda b, h: nn.Sequential(*b)(h)),
-                        ("reference", reference_checkpointed_forward), ("yours", checkpointed_forward)):
-            with _probe.MemoryProbe(device=device) as probe:
-                if who == "yours":
-                    try:
-                        out = fn(blocks, x)
-                    except NotImplementedError:
-                        fail("checkpointed_forward still raises NotImplementedError: write its body.")
-                    except Exception as exc:
-                        fail(f"checkpointed_forward raised {type(exc).__name__}: {exc}")
-                else:
-                    out = fn(blocks, x)
-                figures[who] = probe.live_bytes()
-                outputs[who] = out.detach().clone() if isinstance(out, torch.Tensor) else out
-                if isinstance(out, torch.Tensor) and out.requires_grad:
-                    F.cross_entropy(out, y).backward()
-                del out
-            grads[who] = [p.grad for p in model.parameters()]
-            model.zero_grad(set_to_none=True)
-    figures["same_output"] = isinstance(outputs["yours"], torch.Tensor) and close(
-        outputs["yours"], outputs["plain"], rtol=1e-4, atol=1e-5)
-    figures["same_gradients"] = all(gr is not None for gr in grads["yours"]) and _match(
-        grads["yours"], grads["plain"], rtol=1e-3, atol=1e-5)
+    runs = {"yours": measured(fixtures.checkpoint_live, checkpointed_forward, "checkpointed_forward",
+                              copy.deepcopy(model), x, y),
+            "plain": fixtures.checkpoint_live(_plain_forward, copy.deepcopy(model), x, y),
+            "reference": fixtures.checkpoint_live(reference_checkpointed_forward, copy.deepcopy(model), x, y)}
+    figures = {"device": str(device), **{who: run["live"] for who, run in runs.items()}}
+    out = runs["yours"]["output"]
+    figures["same_output"] = isinstance(out, torch.Tensor) and close(out, runs["plain"]["output"], rtol=1e-4,
+                                                                     atol=1e-5)
+    figures["same_gradients"] = all(gr is not None for gr in runs["yours"]["grads"]) and _match(
+        runs["yours"]["grads"], runs["plain"]["grads"], rtol=1e-3, atol=1e-5)
     return figures
 
 
@@ -410,4 +408,4 @@ def check_checkpoint_memory(checkpointed_forward) -> None:
              f"forward ({_fmt(plain)}): every block's intermediate activations were saved for backward. "
              f"Checkpointing each block keeps only the block inputs ({_fmt(ref)} with the reference) and "
              "recomputes the rest during backward: run each block through "
-             "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False), not the plain call.")
+             "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False), not the plain call.", "M23")

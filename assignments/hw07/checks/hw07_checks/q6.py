@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from . import fixtures
 from ._common import call, close_float, expect, fail, generator, padded_targets, require_tensor
 
 _log_softmax = torch.log_softmax
@@ -52,32 +53,32 @@ def _misconceptions(logits, targets, pad_id) -> list[tuple[float, str]]:
         out.append((float(nll.mean()),
                     f"your loss counts the padding targets: it averages over all {m.numel()} positions, padding "
                     f"included, instead of the {n_real} real targets. Exclude targets equal to pad_id "
-                    "(ignore_index=pad_id, or a mask) from both the sum and the count."))
+                    "(ignore_index=pad_id, or a mask) from both the sum and the count.", "M26"))
         out.append((summed / m.numel(),
                     f"your loss divides the real targets' summed loss by the number of positions B * T = {m.numel()}; "
-                    f"the denominator is the number of real (non-pad) targets, {n_real}. Ask what n was."))
+                    f"the denominator is the number of real (non-pad) targets, {n_real}. Ask what n was.", "M27"))
     if B > 1:
         out.append((summed / B,
                     f"your loss divides the summed loss by the number of sequences B = {B}; the denominator is the "
-                    f"number of real targets, {n_real}."))
+                    f"number of real targets, {n_real}.", "M27"))
         per_seq = [float(nll[b][m[b]].mean()) for b in range(B) if m[b].any()]
         if len(set(int(r.sum()) for r in m)) > 1:
             out.append((sum(per_seq) / len(per_seq),
                         "your loss is the mean of per-sequence mean losses. With sequences of different lengths "
                         "that weights a short sequence's tokens more than a long one's; the token-averaged loss "
-                        "divides the sum over all real targets by their total count."))
+                        "divides the sum over all real targets by their total count.", "M27"))
     if pad_id is None and bool((targets == 0).any()):
         zero = targets != 0
         out.append((float(nll[zero].sum() / zero.sum()),
                     "with pad_id=None every target is real, including token id 0; your loss left out the targets "
-                    "equal to 0. Mask only when pad_id is given."))
+                    "equal to 0. Mask only when pad_id is given.", "M26"))
     out.append((summed, f"your loss is the summed loss over the real targets, not its mean: divide by the {n_real} "
-                        "real targets."))
+                        "real targets.", "M27"))
     sm = _softmax(logits.detach().to(_float64), -1)
     soft_nll = -_log_softmax(sm, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     out.append((float(soft_nll[m].sum() / m.sum()),
                 "your loss applies softmax before cross-entropy. F.cross_entropy takes raw scores (logits) and applies "
-                "log_softmax itself; softmax first squashes every score into [0, 1], so the loss barely moves."))
+                "log_softmax itself; softmax first squashes every score into [0, 1], so the loss barely moves.", "M28"))
     if B > 1 and T > 1:
         flat_t, flat_m = targets.reshape(-1), m.reshape(-1)
         for scrambled in (logits.detach().to(_float64).transpose(0, 1).reshape(-1, V),):
@@ -85,21 +86,21 @@ def _misconceptions(logits, targets, pad_id) -> list[tuple[float, str]]:
             out.append((float(-lp[flat_m].sum() / flat_m.sum()),
                         "your loss pairs logits and targets from different positions: the batch and time axes "
                         "were scrambled by a transpose before the reshape. Flatten (B, T, V) logits and (B, T) "
-                        "targets in the same (batch, time) order, e.g. logits.reshape(-1, V) with targets.reshape(-1)."))
+                        "targets in the same (batch, time) order, e.g. logits.reshape(-1, V) with targets.reshape(-1).", "M29"))
         t_scr = targets.transpose(0, 1).reshape(-1)
         m_scr = _mask(t_scr, pad_id)
         lp = _log_softmax(logits.detach().to(_float64).reshape(-1, V), -1).gather(-1, t_scr.unsqueeze(-1)).squeeze(-1)
         out.append((float(-lp[m_scr].sum() / m_scr.sum()),
                     "your loss pairs logits and targets from different positions: the targets' batch and time axes "
                     "were scrambled by a transpose before the reshape. Flatten logits and targets in the same "
-                    "(batch, time) order."))
+                    "(batch, time) order.", "M29"))
     return out
 
 
 def _diagnose(value: float, expected: float, logits, targets, pad_id, what: str) -> None:
-    for wrong, message in _misconceptions(logits, targets, pad_id):
+    for wrong, message, mid in _misconceptions(logits, targets, pad_id):
         if not close_float(wrong, expected, rel=1e-6) and close_float(value, wrong, rel=1e-5, abs_tol=1e-7):
-            fail(message)
+            fail(message, mid)
     fail(f"{what}: got {value:.6f}, expected {expected:.6f}.")
 
 
@@ -123,15 +124,15 @@ def check_shift_for_next_token(shift_for_next_token) -> None:
         if tuple(inputs.shape) == tuple(targets.shape) and torch.equal(inputs, targets):
             fail(f"{case} returned targets equal to the inputs: with no shift the model is trained to copy its "
                  "input, which gives a beautifully low loss and a useless model. Targets are the next tokens: "
-                 "inputs = x[:, :-1], targets = x[:, 1:].")
+                 "inputs = x[:, :-1], targets = x[:, 1:].", "M24")
         if tuple(inputs.shape) == (B, T - 1) and tuple(targets.shape) == (B, T - 1):
             if torch.equal(inputs, x[:, 1:]) and torch.equal(targets, x[:, :-1]):
                 fail(f"{case} shifted the wrong way: your targets are the previous tokens, so the model learns to "
                      "predict the past. A causal model predicts token t from tokens < t: inputs = x[:, :-1], "
-                     "targets = x[:, 1:].")
+                     "targets = x[:, 1:].", "M25")
         if tuple(inputs.shape) == (B - 1, T) or tuple(targets.shape) == (B - 1, T):
             fail(f"{case} returned shapes {tuple(inputs.shape)} and {tuple(targets.shape)}: you shifted along the "
-                 "batch axis. Shift along time (axis 1): each (B, T-1).")
+                 "batch axis. Shift along time (axis 1): each (B, T-1).", "M59")
         expect(tuple(inputs.shape) == (B, T - 1) and tuple(targets.shape) == (B, T - 1),
                f"{case} returned shapes {tuple(inputs.shape)} and {tuple(targets.shape)}; a length-{T} sequence "
                f"yields {T - 1} predictions, so both should be {(B, T - 1)}.")
@@ -216,12 +217,12 @@ def check_perplexity(perplexity) -> None:
             continue
         if close_float(out, 2.0 ** loss, rel=1e-5):
             fail(f"perplexity({case}) returned 2 ** loss. The loss from cross_entropy is in nats (natural log), so "
-                 "perplexity is exp(loss); 2 ** H is for H in bits.")
+                 "perplexity is exp(loss); 2 ** H is for H in bits.", "M58")
         if close_float(out, loss, rel=1e-5):
-            fail(f"perplexity({case}) returned the loss itself; perplexity is exp(loss).")
-        for wrong, message in _misconceptions(logits, targets, pad_id):
+            fail(f"perplexity({case}) returned the loss itself; perplexity is exp(loss).", "M64")
+        for wrong, message, mid in _misconceptions(logits, targets, pad_id):
             if not close_float(wrong, loss, rel=1e-6) and close_float(out, _exp(wrong), rel=1e-5):
-                fail("perplexity is exp of a wrong loss: " + message)
+                fail("perplexity is exp of a wrong loss: " + message, mid)
         fail(f"perplexity({case}) returned {out:.6f}; expected exp(mean loss over real targets) = {expected:.6f}.")
 
 
@@ -238,33 +239,7 @@ def _handout_case():
 # ----------------------------------------------------------------------------- accumulation
 
 
-class _TinyLM(torch.nn.Module):
-    """A small causal model in float64 that records how it is called and when backward reaches each call."""
-
-    def __init__(self, V: int, d: int, seed: int):
-        super().__init__()
-        g = generator(seed)
-        self.emb = torch.nn.Parameter(torch.randn(V, d, generator=g, dtype=_float64))
-        self.out = torch.nn.Parameter(torch.randn(V, d, generator=g, dtype=_float64) * 0.7)
-        self.bias = torch.nn.Parameter(torch.randn(V, generator=g, dtype=_float64) * 0.3)
-        self.calls: list[tuple[int, ...]] = []
-        self.backward_seen: list[tuple[int, int]] = []  # (call number, calls made when its backward ran)
-
-    def forward(self, ids):
-        self.calls.append(tuple(ids.shape))
-        logits = _tiny_forward((self.emb, self.out, self.bias), ids)
-        k = len(self.calls)
-        if logits.requires_grad:
-            logits.register_hook(lambda grad, k=k: self.backward_seen.append((k, len(self.calls))))
-        return logits
-
-
-def _tiny_forward(params, ids):
-    emb, out, bias = params
-    h = emb[ids]                                             # (b, T, d)
-    steps = torch.arange(1, ids.shape[1] + 1, dtype=_float64)
-    context = h.cumsum(1) / steps[None, :, None]             # causal running mean
-    return torch.tanh(context) @ out.T + bias                # (b, T, V)
+_tiny_forward = fixtures.tiny_forward
 
 
 def _masked_sum(logits, targets, pad_id):
@@ -301,7 +276,7 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
     ]
     for i, (B, T, V, pad_id, lengths, mbs) in enumerate(cases):
         batch = _accumulation_case(770 + i, B, T, V, pad_id, lengths)
-        model = _TinyLM(V, 3, seed=780 + i)
+        model = fixtures.TinyLM(V, 3, seed=780 + i)
         params = [model.emb, model.out, model.bias]
         before = [p.detach().clone() for p in params]
         g = generator(790 + i)
@@ -335,11 +310,11 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
         if len(micro) > 1 and model.backward_seen and all(after == len(model.calls) for _, after in model.backward_seen):
             fail(f"{case} ran every microbatch's forward before any backward: summing graph-connected losses and "
                  "calling backward once at the end keeps every microbatch's graph alive and defeats the memory "
-                 "saving. Call backward once per microbatch.")
+                 "saving. Call backward once per microbatch.", "M18")
 
         for p, b0 in zip(params, before):
             expect(torch.equal(p.detach(), b0), f"{case} changed the weights: accumulation only adds to .grad; "
-                   "the optimizer step comes after it, outside this function.")
+                   "the optimizer step comes after it, outside this function.", "M21")
         grads = [p.grad for p in params]
         expect(all(gr is not None for gr in grads), f"{case} left a parameter's .grad as None.")
         added = [gr.detach().to(_float64) - e for gr, e in zip(grads, existing)]
@@ -355,14 +330,14 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
                 if per_micro and close_float(out, sum(per_micro) / len(per_micro), rel=1e-6):
                     fail(f"{case} returned the mean of the microbatch means ({out:.6f}); the batch's mean loss "
                          f"is the summed loss over all {n_total} real targets divided by {n_total} "
-                         f"({full_loss:.6f}).")
+                         f"({full_loss:.6f}).", "M30")
                 fail(f"{case} returned {out!r}; the batch's mean loss over its {n_total} real targets is "
                      f"{full_loss:.6f}.")
             continue
 
         if all(torch.allclose(gr.detach().to(_float64), x, rtol=1e-9, atol=1e-12) for gr, x in zip(grads, expected)):
             fail(f"{case} replaced the existing .grad instead of adding to it: accumulation adds, so do not clear "
-                 "or overwrite gradients inside the function (the caller clears them before the first microbatch).")
+                 "or overwrite gradients inside the function (the caller clears them before the first microbatch).", "M54")
         if len(micro) > 1:
             def own_counts_over_k(ps):
                 parts = []
@@ -374,14 +349,21 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
             def own_counts(ps):
                 return own_counts_over_k(ps) * len(micro)
 
-            for objective in (own_counts_over_k, own_counts):
+            k = len(micro)
+            for objective, message in (
+                    (own_counts_over_k, f"your gradient is the mean of the {k} microbatches' mean losses: each "
+                                        "microbatch's mean (over its own real targets) divided by the number of "
+                                        f"microbatches K = {k}. That weights every microbatch equally, but they hold "
+                                        "different numbers of real targets, so a target in a short microbatch "
+                                        "counts more. Divide every microbatch's summed loss by the real targets of "
+                                        f"the whole batch ({n_total}) instead of its own count and K."),
+                    (own_counts, f"your gradient adds up the {k} microbatches' mean losses, each over its own real "
+                                 "targets, with no further division: about K times the full-batch gradient, and "
+                                 "weighted by microbatch, not by target. Divide every microbatch's summed loss by "
+                                 f"the real targets of the whole batch ({n_total}).")):
                 wrong, _ = _gradient_of(params, batch, pad_id, objective)
                 if all(torch.allclose(a, w, rtol=1e-7, atol=1e-10) for a, w in zip(added, wrong)):
-                    fail(f"{case}: your microbatches are averaged by their own token counts. Each microbatch's "
-                         "summed loss was divided by the real targets of that microbatch, but microbatches hold "
-                         "different numbers of real targets; divide every microbatch's summed loss by the real "
-                         f"targets of the whole batch ({n_total}), so the sum of the pieces is the full-batch "
-                         "token average.")
+                    fail(f"{case}: {message}", "M30")
         if pad_id is not None:
             def with_padding(ps):
                 logits = _tiny_forward(ps, inputs)
@@ -392,14 +374,14 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
                 total, _ = _masked_sum(_tiny_forward(ps, inputs), targets, pad_id)
                 return total / targets.numel()
 
-            for objective, message in (
+            for objective, message, mid in (
                     (with_padding, "your gradient counts the padding targets: exclude targets equal to pad_id from "
-                                   "the summed loss and from the count."),
+                                   "the summed loss and from the count.", "M26"),
                     (by_positions, f"your gradient divides by all B * (T-1) = {targets.numel()} positions; divide by "
-                                   f"the {n_total} real targets of the whole batch.")):
+                                   f"the {n_total} real targets of the whole batch.", "M27")):
                 wrong, _ = _gradient_of(params, batch, pad_id, objective)
                 if all(torch.allclose(a, w, rtol=1e-7, atol=1e-10) for a, w in zip(added, wrong)):
-                    fail(f"{case}: " + message)
+                    fail(f"{case}: " + message, mid)
 
         def summed(ps):
             total, _ = _masked_sum(_tiny_forward(ps, inputs), targets, pad_id)
@@ -408,7 +390,7 @@ def check_accumulate_lm_gradients(accumulate_lm_gradients) -> None:
         wrong, _ = _gradient_of(params, batch, pad_id, summed)
         if all(torch.allclose(a, w, rtol=1e-7, atol=1e-10) for a, w in zip(added, wrong)):
             fail(f"{case}: your gradient is that of the summed loss; divide each microbatch's summed loss by the "
-                 f"{n_total} real targets of the whole batch.")
+                 f"{n_total} real targets of the whole batch.", "M27")
         fail(f"{case}: the gradient added to .grad differs from the full-batch gradient of the token-averaged loss "
              "(compared in float64). Each microbatch adds the gradient of its summed loss over real targets divided "
              "by the real targets of the whole batch.")

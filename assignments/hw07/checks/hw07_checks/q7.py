@@ -66,19 +66,19 @@ def check_surprisal_bits(surprisal_bits) -> None:
             if n_real < n_all:
                 fail(f"{case} returned a {tuple(out.shape)} grid with a value at every position: pad positions are "
                      f"included. Return a 1-D tensor of the {n_real} real targets only (targets equal to pad_id are "
-                     "not evaluated).")
+                     "not evaluated).", "M32")
             fail(f"{case} returned shape {tuple(out.shape)}; return a 1-D tensor, one surprisal per real target "
                  "in (batch, time) order.")
         if out.dim() == 1 and out.numel() == n_all and n_real < n_all:
             fail(f"{case} returned {n_all} values, one per position: pad positions are included. Keep only the "
-                 f"{n_real} real targets; padding is not part of the evaluated target set.")
+                 f"{n_real} real targets; padding is not part of the evaluated target set.", "M32")
         expect(out.dim() == 1 and out.numel() == n_real,
                f"{case} returned shape {tuple(out.shape)}; expected ({n_real},): one surprisal per real target.")
         if close(out, expected, **tol):
             continue
         if close(out, expected * _LN2, **tol):
             fail(f"{case} returned surprisals in nats: -log p with the natural log. Bits are -log2 p: divide by "
-                 "ln 2 (math.log(2)) or use torch.log2.")
+                 "ln 2 (math.log(2)) or use torch.log2.", "M31")
         if close(out, _bits_grid(logits, targets).transpose(0, 1)[real.transpose(0, 1)], **tol):
             fail(f"{case} returned the right surprisals in (time, batch) order; flatten in (batch, time) order: "
                  "all of sequence 0's targets, then sequence 1's, ...")
@@ -123,12 +123,12 @@ def check_worst_token(worst_token) -> None:
         flat_answers = {flat, real_rank}
         if isinstance(out, torch.Tensor) and out.numel() == 1 or isinstance(out, numbers.Integral):
             fail(f"{case} returned a single flat index {int(out)}; return (batch index, time index, bits). "
-                 f"A flat index i over (B, T) is position divmod(i, T) = (i // T, i % T).")
+                 f"A flat index i over (B, T) is position divmod(i, T) = (i // T, i % T).", "M33")
         expect(isinstance(out, (tuple, list)),
                f"{case} should return a tuple (batch index, time index, bits), got {type(out).__name__}.")
         if len(out) == 2:
             fail(f"{case} returned {len(out)} values; return (batch index, time index, bits). If you have a flat "
-                 "index i over (B, T), the position is divmod(i, T).")
+                 "index i over (B, T), the position is divmod(i, T).", "M33")
         expect(len(out) == 3, f"{case} should return (batch index, time index, bits), got {len(out)} values.")
         ob = _as_int(out[0], "batch index", case)
         ot = _as_int(out[1], "time index", case)
@@ -137,35 +137,29 @@ def check_worst_token(worst_token) -> None:
         if (ob, ot) != (b, t):
             if 0 <= ob < B and 0 <= ot < T and not bool(real[ob, ot]):
                 fail(f"{case} points at (batch {ob}, time {ot}), a pad position: pad positions are included. "
-                     "Padding targets are not evaluated; the costliest target must be a real one.")
+                     "Padding targets are not evaluated; the costliest target must be a real one.", "M32")
             if ob in flat_answers or ot in flat_answers or (ob, ot) in (divmod(real_rank, T), divmod(flat, B)):
                 fail(f"{case} returned (batch {ob}, time {ot}); the costliest target is at (batch {b}, time {t}). "
                      f"You returned a flat index, or converted the wrong one: its flat index over (B, T) is {flat} "
                      f"and its index among the real targets is {real_rank}. A (batch, time) position comes from the "
-                     f"flat index over (B, T) as divmod({flat}, T = {T}).")
+                     f"flat index over (B, T) as divmod({flat}, T = {T}).", "M33")
             fail(f"{case} returned position (batch {ob}, time {ot}); the costliest real target is at "
                  f"(batch {b}, time {t}) with {expected_bits:.4f} bits.")
         tol = 1e-6 if logits.dtype == _float64 else 1e-5
         if close_float(out[2], expected_bits * _LN2, rel=tol):
             fail(f"{case} reported {float(out[2]):.4f} for the costliest target: that is nats. Report bits: "
-                 "divide -log p by ln 2.")
+                 "divide -log p by ln 2.", "M31")
         expect(close_float(out[2], expected_bits, rel=tol, abs_tol=tol),
                f"{case} reported {float(out[2]):.4f} bits; the costliest target costs {expected_bits:.4f} bits.")
 
 
 def _bars(fig):
-    from matplotlib.container import BarContainer
-    from matplotlib.patches import Rectangle
-
-    bars, axes = [], None
+    """(bars, their axes) from the first axes that draws rectangles (a rebuilt Figure keeps `patches`)."""
     for ax in fig.axes:
-        found = [p for c in ax.containers if isinstance(c, BarContainer) for p in c.patches]
-        if not found:
-            found = [p for p in ax.patches if isinstance(p, Rectangle)]
+        found = [p for p in ax.patches if hasattr(p, "get_height") and hasattr(p, "get_x")]
         if found:
-            bars.extend(found)
-            axes = axes or ax
-    return bars, axes
+            return found, ax
+    return [], None
 
 
 def check_plot_surprisal(plot_surprisal) -> None:
@@ -182,24 +176,42 @@ def check_plot_surprisal(plot_surprisal) -> None:
         try:
             fig = call(plot_surprisal, "plot_surprisal", bits.clone(), labels)
             expect(isinstance(fig, Figure),
-                   f"{case} returned {type(fig).__name__}; return the matplotlib Figure (e.g. fig, ax = plt.subplots()).")
+                   f"{case} returned {type(fig).__name__}; return the matplotlib Figure (e.g. fig, ax = "
+                   "plt.subplots()).", "M49")
             bars, ax = _bars(fig)
-            expect(len(bars) == n, f"{case} drew {len(bars)} bars; expected one bar per token, {n}.")
-            heights = torch.tensor([float(p.get_height()) for p in bars], dtype=_float64)
+            expect(len(bars) == n, f"{case} drew {len(bars)} bars; expected one bar per token, {n}.", "M60")
             xs = [float(p.get_x()) + float(p.get_width()) / 2 for p in bars]
-            order = sorted(range(n), key=lambda i: xs[i])
+            order = sorted(range(n), key=xs.__getitem__)
             expect(len(set(round(x, 6) for x in xs)) == n,
                    f"{case} put several bars at the same x-position. With labels as x-values, matplotlib maps "
-                   "repeated words to one category; place bar i at position i and set the labels as tick labels.")
-            expect(close(heights[order], bits, rtol=1e-6, atol=1e-6),
+                   "repeated words to one category; place bar i at x = i and set the labels as tick labels.", "M60")
+            positions = [round(xs[i], 6) for i in order]
+            expect(positions == list(range(n)),
+                   f"{case} put the bars at x = {positions[:4]}...; bar i (token i) goes at x = i, from 0 to {n - 1}.",
+                   "M60")
+            heights = torch.tensor([float(bars[i].get_height()) for i in order], dtype=_float64)
+            if close(heights, bits * _LN2, rtol=1e-6, atol=1e-6):
+                fail(f"{case}: the bar heights are the surprisals in nats; the bars show the bits they are given.",
+                     "M31")
+            expect(close(heights, bits, rtol=1e-6, atol=1e-6),
                    f"{case}: the bar heights, left to right, should be the surprisals in bits in the given order.")
+            ylabel = ax.get_ylabel().lower()
+            if "nat" in ylabel.replace("natural", ""):
+                fail(f"{case}: the y-axis label {ax.get_ylabel()!r} says nats; the bars are surprisals in bits.",
+                     "M31")
+            expect("bit" in ylabel, f"{case}: label the y-axis with the unit of the bars, e.g. "
+                   f"\"surprisal (bits)\" (got {ax.get_ylabel()!r}).", "M61")
             if labels is not None:
-                ticks = {round(float(pos), 6): lab.get_text() for pos, lab in zip(ax.get_xticks(), ax.get_xticklabels())}
+                ticks = {round(float(pos), 6): str(text) for pos, text in zip(ax.get_xticks(), _tick_texts(ax))}
                 shown = [ticks.get(round(xs[i], 6)) for i in order]
                 expect(shown == [str(w) for w in labels],
-                       f"{case}: the tick label under bar i should be labels[i]; got {shown}.")
+                       f"{case}: the tick label under bar i should be labels[i]; got {shown}.", "M60")
         finally:
             for num in set(plt.get_fignums()) - before:
                 plt.close(num)
             if isinstance(fig, Figure):
                 plt.close(fig)
+
+
+def _tick_texts(ax) -> list:
+    return [label.get_text() if hasattr(label, "get_text") else label for label in ax.get_xticklabels()]

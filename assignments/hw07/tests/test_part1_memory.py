@@ -15,7 +15,7 @@ code before its `# BEGIN QUESTION`) and the code cells between the raw
   numeric checks pass them: only memory tells them apart.
 
 Memory figures are asserted exactly on the CPU tracker; where CUDA is
-available, the checks run on the GPU through the same code (tests/gpu_memory_check.py
+available, the checks run on the GPU through the same code (gpu_memory_check.py
 prints the figures there).
 """
 from __future__ import annotations

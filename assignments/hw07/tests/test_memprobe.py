@@ -1,4 +1,4 @@
-"""Unit tests of assignments/hw07/files/memprobe.py.
+"""Unit tests of hw07's memory probe, files/memprobe.py.
 
 Model: 4 x [Linear(256, 1024), ReLU, Linear(1024, 256), ReLU], batch 64,
 float32, P = 2,102,272 parameters. One 64 x 256 float32 tensor is 64 KiB
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-_PATH = pathlib.Path(__file__).resolve().parents[1] / "assignments/hw07/files/memprobe.py"
+_PATH = pathlib.Path(__file__).resolve().parents[1] / "files" / "memprobe.py"
 _spec = importlib.util.spec_from_file_location("memprobe", _PATH)
 memprobe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(memprobe)
@@ -145,7 +145,7 @@ def test_saved_tensor_bytes_dedupes_skips_parameters_and_does_not_leak():
         assert probe.live_bytes() == 0  # the pack hook did not keep the graph alive
 
 
-# -- the scenarios of MEMORY_MEASUREMENT.md -------------------------------
+# -- the scenarios of docs/MEMORY_MEASUREMENT.md -------------------------------
 
 def _forward(model, x, grad):
     with torch.set_grad_enabled(grad):
@@ -162,7 +162,7 @@ def test_forward_no_grad_vs_grad_live_after(device):
             live[grad] = probe.live_bytes()
         del out
     # Measured on CPU: 65,536 B (the output) vs 1,310,720 B (20 UNIT: each
-    # block keeps its 64x1024 and 64x256 ReLU outputs). MEMORY_MEASUREMENT.md
+    # block keeps its 64x1024 and 64x256 ReLU outputs). docs/MEMORY_MEASUREMENT.md
     # reports 1,376,256 = 21 UNIT: one more 64 KiB tensor alive in that run.
     assert near(live[False], UNIT, device)
     assert near(live[True], ACTS, device)
@@ -279,7 +279,7 @@ def _accumulation_peaks(device, backward_each, ks=(1, 2, 4, 8)):
 def test_accumulation_peak_flat_per_microbatch_backward(device):
     right = _accumulation_peaks(device, backward_each=True)
     wrong = _accumulation_peaks(device, backward_each=False)
-    if device == "cpu":  # the figures of MEMORY_MEASUREMENT.md, in units of 10 kB
+    if device == "cpu":  # the figures of docs/MEMORY_MEASUREMENT.md, in units of 10 kB
         assert [round(p / 1e4) for p in right] == [867, 1103, 1103, 1103]
         assert [round(p / 1e4) for p in wrong] == [867, 1201, 1464, 1988]
         assert right[1] == right[2] == right[3]
@@ -308,7 +308,7 @@ def test_checkpoint_lowers_live_bytes_after_forward(device):
             del out
             peak[name] = probe.peak_bytes()
     # Measured on CPU: 262,144 (3 block inputs + the output) vs 1,310,720.
-    # MEMORY_MEASUREMENT.md reports 327,680 vs 1,376,256: one more 64 KiB each.
+    # docs/MEMORY_MEASUREMENT.md reports 327,680 vs 1,376,256: one more 64 KiB each.
     assert near(live["ckpt"], 4 * UNIT, device)
     assert near(live["plain"], ACTS, device)
     assert live["plain"] > 3 * live["ckpt"]

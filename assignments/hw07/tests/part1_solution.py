@@ -1,8 +1,9 @@
 """Part 1 (q1, q4, q5) in-process: the solution's functions, the catalogue and the hidden checks.
 
-Shared by tests/test_part1_memory.py and tests/gpu_memory_check.py. Needs only torch,
-numpy and matplotlib (coursekit.percent and coursekit.harness's catalogue side use the
-standard library), so it also runs on a bare GPU machine.
+Shared by test_part1_memory.py and gpu_memory_check.py (beside this file). Needs torch,
+numpy, matplotlib and jupytext (coursekit.master reads the master with it; the harness's
+catalogue side uses the standard library), so it also runs on a bare GPU machine with a
+copy of the repository: without an installed coursekit, the repository's own is used.
 
 The solution is loaded from the master sources: each file's setup cells (the code
 before its `# BEGIN QUESTION`) and the code cells between the raw `# BEGIN SOLUTION` /
@@ -12,19 +13,23 @@ are inert).
 from __future__ import annotations
 
 import gc
+import importlib.util
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-HW = ROOT / "assignments" / "hw07"
-for _path in (ROOT, HW / "checks", HW / "files"):
+HW = Path(__file__).resolve().parents[1]
+# As in the autograder: the checks package and the shipped files (the memory probe) are importable.
+_paths = [HW / "checks", HW / "files"]
+if importlib.util.find_spec("coursekit") is None:  # a bare GPU machine: the project is not installed
+    _paths.append(HW.parents[1])
+for _path in _paths:
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
 import torch  # noqa: E402
 
 from coursekit.harness import Variant, defined_names, read_catalogue  # noqa: E402,F401
-from coursekit.percent import read_cells  # noqa: E402
+from coursekit.master import read_cells  # noqa: E402
 from hw07_checks import q1, q4, q5  # noqa: E402
 from hw07_checks._common import CheckFailure  # noqa: E402
 

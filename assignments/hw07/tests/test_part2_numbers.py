@@ -8,18 +8,14 @@ and the hidden checks are run against them (they must pass the solution).
 """
 import math
 import pathlib
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "assignments/hw07/notebook"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "assignments/hw07/checks"))
+from coursekit.master import read_cells
 
-from coursekit.percent import read_cells  # noqa: E402
+NOTEBOOK = pathlib.Path(__file__).resolve().parents[1] / "notebook"
 
 
 def solution_namespace(*sources: str) -> dict:

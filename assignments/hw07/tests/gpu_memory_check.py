@@ -1,8 +1,8 @@
 """Run Part 1's memory checks (q1, q4, q5) against the reference solution on CUDA and print the figures.
 
-    python3 tests/gpu_memory_check.py            # on a machine with a GPU (exit 0: all as expected)
-    python3 tests/gpu_memory_check.py --allow-cpu   # dry run of the same script on the CPU tracker
-    python3 tests/gpu_memory_check.py --all      # also every other variant of the q1/q4/q5 catalogue
+    python3 assignments/hw07/tests/gpu_memory_check.py            # on a machine with a GPU (exit 0: all as expected)
+    python3 assignments/hw07/tests/gpu_memory_check.py --allow-cpu   # dry run of the same script on the CPU tracker
+    python3 assignments/hw07/tests/gpu_memory_check.py --all      # also every other variant of the q1/q4/q5 catalogue
 
 On a CUDA machine the hidden checks measure with the allocator statistics
 (`torch.cuda.memory_allocated` / `max_memory_allocated`) through the
@@ -10,7 +10,7 @@ autograder's memory probe, on models and inputs placed on the GPU; on the CPU
 with the storage tracker. Same assertions, same margins. This script:
 
 1. loads the solution functions from the master sources with
-   tests/part1_solution.py (shared with tests/test_part1_memory.py; no nbformat or otter);
+   part1_solution.py beside this file (shared with test_part1_memory.py; no otter);
 2. runs every hidden check of q1, q4 and q5 on the solution (all must pass);
 3. runs the memory checks on the variants that give the right numbers and
    differ only in memory (M4, M18, M23, M17, ...): the numeric checks must pass
@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 
