@@ -45,10 +45,11 @@ test-slow: $(STAMP)
 
 test-all: test test-slow
 
-# TA batch grading with HW's autograder zip: make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]
+# TA batch grading with HW's autograder zip, every notebook sandboxed, judged from outside:
+#   make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1] [OTTER=1 (otter's own pass as a column)]
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || { echo "usage: make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1]"; exit 2; }
-	$(PY) -m coursekit grade "$(SUBMISSIONS)" --out "$(OUT)" --jobs $(JOBS) $(if $(HW),--hw $(HW)) $(if $(FORCE),--force,)
+	$(PY) -m coursekit grade "$(SUBMISSIONS)" --out "$(OUT)" --jobs $(JOBS) $(if $(HW),--hw $(HW)) $(if $(FORCE),--force,) $(if $(OTTER),--otter-pass,)
 
 # Benchmarks print figures; they assert nothing.
 bench: $(STAMP)

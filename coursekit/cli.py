@@ -87,7 +87,7 @@ def _grade(args) -> int:
     ids = REPO_ROOT / "assignments" / name / "misconceptions" / "ids.yaml" if name else None
     try:
         return batch.run(args.submissions, args.out, autograder, jobs=args.jobs, timeout=args.timeout,
-                         memory_gib=args.memory_limit, force=args.force, otter_pass=not args.no_otter_pass,
+                         memory_gib=args.memory_limit, force=args.force, otter_pass=args.otter_pass,
                          use_sandbox=not args.no_sandbox, misconceptions=ids)
     except KeyboardInterrupt:
         print(f"\n[grade] interrupted: the submissions graded so far are kept in {args.out / 'records'}; "
@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300, help="wall-clock seconds per submission (default 300)")
     p.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
                    help="memory limit per sandbox in GiB (default 6)")
-    p.add_argument("--no-otter-pass", action="store_true",
-                   help="skip otter's own in-kernel pass (the otter_total cross-check column); faster")
+    p.add_argument("--otter-pass", action=argparse.BooleanOptionalAction, default=False,
+                   help="also run otter's own in-kernel pass, sandboxed, for the otter_total cross-check column "
+                        "(about doubles the CPU per submission; default: off)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="grade without bubblewrap (student code then runs as you, unconfined); every row is flagged")
     p.add_argument("--force", action="store_true", help="grade again submissions that already have a result")

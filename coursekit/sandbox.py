@@ -84,6 +84,8 @@ def _command(bwrap: str, runner_dir: Path, submission_dir: Path, argv: list[str]
     for prefix in dict.fromkeys((base, venv)):
         if not prefix.startswith("/usr/"):
             cmd += _dirs_to(prefix) + ["--ro-bind", prefix, prefix]
+    for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU grader: the device nodes, nothing else of /dev
+        cmd += ["--dev-bind", str(device), str(device)]
     cmd += ["--ro-bind", str(runner_dir), "/runner", "--ro-bind", str(submission_dir), "/submission",
             "--chdir", "/sandbox", "--clearenv",
             "--setenv", "HOME", "/sandbox", "--setenv", "PATH", f"{venv}/bin:/usr/bin:/bin",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import build, grading, harness
+from coursekit import batch, build, harness
 
 QUESTION_ID = re.compile(r"\bq\d+[a-z]?\b")
 
@@ -50,10 +50,10 @@ def fresh_builds(assignment, tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def release_grades(assignment) -> dict[str, grading.GradeResult]:
-    """The committed solution and student notebooks, graded by the committed autograder."""
+def release_grades(assignment) -> dict[str, dict]:
+    """The committed solution and student notebooks, graded as `make grade` grades them (otter's pass too)."""
     dirs = assignment.release_dirs()
     paths = {"solution": dirs["solutions"] / assignment.notebook_name,
              "student": dirs["student"] / assignment.notebook_name}
-    results = grading.grade_many(list(paths.values()), assignment.autograder_zip(), jobs=2)
-    return dict(zip(paths, results))
+    records = batch.grade_notebooks(list(paths.values()), assignment.autograder_zip(), jobs=2, otter_pass=True)
+    return dict(zip(paths, records))

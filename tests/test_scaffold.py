@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from coursekit import build, grading, harness
+from coursekit import batch, build, harness
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +34,11 @@ def test_new_refuses_bad_or_existing_names(tmp_path):
 
 def test_solution_full_marks_and_stub_zero(scaffold_release):
     dirs = scaffold_release.release_dirs()
-    solution, student = grading.grade_many([dirs["solutions"] / "demo.ipynb", dirs["student"] / "demo.ipynb"],
-                                           scaffold_release.autograder_zip(), jobs=2)
-    assert solution.status == "ok" and student.status == "ok", (solution.message, student.message)
-    assert {q: (r.score, r.max_score) for q, r in solution.questions.items()} == {"q1": (2.0, 2.0)}
-    assert {q: r.score for q, r in student.questions.items()} == {"q1": 0.0}
+    solution, student = batch.grade_notebooks([dirs["solutions"] / "demo.ipynb", dirs["student"] / "demo.ipynb"],
+                                              scaffold_release.autograder_zip(), jobs=2)
+    assert solution["status"] == "graded" and student["status"] == "graded", (solution["detail"], student["detail"])
+    assert {q: (r["score"], r["possible"]) for q, r in solution["questions"].items()} == {"q1": (2.0, 2.0)}
+    assert {q: r["score"] for q, r in student["questions"].items()} == {"q1": 0.0}
 
 
 def test_catalogue_entries_behave(scaffold_release):

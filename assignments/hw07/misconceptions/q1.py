@@ -289,3 +289,102 @@ SWITCHES = {
 }
 '''),
 ]
+
+# issue 10: evaluate's return type is stated (a Python float); the memory check judges memory only
+VARIANTS += [
+    Variant("M3-evaluate-tensor", "q1", note="evaluate returns a detached 0-dim tensor", expect=("Python float",),
+            source='''
+def evaluate(model, batches, loss_fn):
+    was_training = model.training
+    model.eval()
+    total, count = torch.zeros((), dtype=torch.float64), 0
+    with torch.no_grad():
+        for xb, yb in batches:
+            total += loss_fn(model(xb), yb) * len(xb)
+            count += len(xb)
+    model.train(was_training)
+    return total / count
+'''),
+    Variant("M3-evaluate-graph-tensor", "q1", note="evaluate returns a tensor that keeps a graph",
+            expect=("Python float",), source='''
+def evaluate(model, batches, loss_fn):
+    was_training = model.training
+    model.eval()
+    total, count = 0, 0
+    for xb, yb in batches:
+        total = total + loss_fn(model(xb), yb) * len(xb)
+        count += len(xb)
+    model.train(was_training)
+    return total / count
+'''),
+    Variant("evaluate-float-of-tensor", "q1", correct=True, note="tensor accumulator, float() at the end", source='''
+def evaluate(model, batches, loss_fn):
+    previous = model.training
+    model.train(False)
+    with torch.inference_mode():
+        total, count = torch.zeros((), dtype=torch.float64), 0
+        for xb, yb in batches:
+            total += loss_fn(model(xb), yb).double() * xb.shape[0]
+            count += xb.shape[0]
+    model.train(previous)
+    return float(total / count)
+'''),
+    Variant("evaluate-numpy-float", "q1", correct=True, note="numpy average with weights (a float subclass)", source='''
+def evaluate(model, batches, loss_fn):
+    import numpy as np
+    mode = model.training
+    model.eval()
+    means, sizes = [], []
+    try:
+        with torch.no_grad():
+            for xb, yb in batches:
+                means.append(loss_fn(model(xb), yb).item())
+                sizes.append(len(yb))
+    finally:
+        model.train(mode)
+    return float(np.average(means, weights=sizes))
+'''),
+    Variant("M35-zero-grad-false", "q1", note="model.zero_grad(set_to_none=False) before backward",
+            expect=("set_to_none",), source='''
+def train_step(model, optimizer, loss_fn, x, y):
+    model.train()
+    model.zero_grad(set_to_none=False)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+'''),
+    Variant("M35-grad-zero_", "q1", note="p.grad.zero_() by hand", expect=("set_to_none",), source='''
+def train_step(model, optimizer, loss_fn, x, y):
+    model.train()
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.zero_()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+'''),
+    Variant("train-step-float-cast", "q1", correct=True, note="float(loss) and a per-group set_to_none", source='''
+def train_step(model, optimizer, loss_fn, x, y):
+    model.train(True)
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad = None
+    out = model(x)
+    loss = loss_fn(out, y)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+'''),
+    Variant("switches-adam-tuples", "q1", correct=True, note="tuples and sets built from lists", source='''
+SWITCHES = dict([
+    ("model.eval()", {"forward behavior"}),
+    ("model.train()", set(["forward behavior"])),
+    ("torch.no_grad()", {"graph recording"}),
+    ("optimizer.zero_grad(set_to_none=True)", {"gradient buffers"}),
+    ("loss.backward()", {"gradient buffers"}),
+    ("optimizer.step()", {"optimizer state", "parameters"}),
+])
+'''),
+]

@@ -103,3 +103,60 @@ def plot_surprisal(bits, labels=None):
     return fig
 '''),
 ]
+
+# issue 10: bar positions and the y-axis label
+_BARS = '''
+def plot_surprisal(bits, labels=None):
+    heights = [float(b) for b in bits]
+    fig, ax = plt.subplots()
+    xs = {xs}
+    ax.bar(xs, heights)
+    if labels is not None:
+        ax.set_xticks(xs, list(labels))
+    {ylabel}
+    return fig
+'''
+VARIANTS += [
+    Variant("M60-from-one", "q7", note="bars at x = 1..n", expect=("x = i",),
+            source=_BARS.format(xs="list(range(1, len(heights) + 1))", ylabel='ax.set_ylabel("surprisal (bits)")')),
+    Variant("M60-centred-half", "q7", note="bars at x = i + 0.5", expect=("x = i",),
+            source=_BARS.format(xs="[i + 0.5 for i in range(len(heights))]", ylabel='ax.set_ylabel("bits")')),
+    Variant("M61-no-ylabel", "q7", note="no y-axis label", expect=("label the y-axis",),
+            source=_BARS.format(xs="list(range(len(heights)))", ylabel="pass")),
+    Variant("M61-ylabel-no-unit", "q7", note="y-label without the unit", expect=("label the y-axis",),
+            source=_BARS.format(xs="list(range(len(heights)))", ylabel='ax.set_ylabel("surprisal")')),
+    Variant("M31-ylabel-nats", "q7", note="y-label in nats", expect=("nats",),
+            source=_BARS.format(xs="list(range(len(heights)))", ylabel='ax.set_ylabel("surprisal (nats)")')),
+    Variant("M31-heights-nats", "q7", note="heights converted to nats", expect=("nats",), source='''
+def plot_surprisal(bits, labels=None):
+    fig, ax = plt.subplots()
+    ax.bar(range(len(bits)), (bits * math.log(2)).tolist())
+    ax.set_ylabel("surprisal (nats)")
+    return fig
+'''),
+    Variant("bars-barh-free", "q7", correct=True, note="numpy positions, tick labels set separately, 'Bits' label",
+            source='''
+def plot_surprisal(bits, labels=None):
+    import numpy as np
+    values = np.asarray(torch.as_tensor(bits, dtype=torch.float64))
+    fig = plt.figure()
+    ax = fig.subplots()
+    pos = np.arange(values.shape[0])
+    ax.bar(pos, values, width=0.6)
+    if labels is not None:
+        ax.set_xticks(pos)
+        ax.set_xticklabels([str(w) for w in labels], rotation=45)
+    ax.set_ylabel("Bits per token")
+    return fig
+'''),
+    Variant("bars-loop-one-each", "q7", correct=True, note="one ax.bar call per token, float32", source='''
+def plot_surprisal(bits, labels=None):
+    fig, ax = plt.subplots(figsize=(6, 2))
+    for i, b in enumerate(bits.to(torch.float32)):
+        ax.bar(i, b.item(), color="C0")
+    if labels:
+        plt.xticks(range(len(labels)), labels)
+    ax.set(ylabel="-log2 p  [bits]", xlabel="token")
+    return fig
+'''),
+]

@@ -41,3 +41,27 @@ Q8_PADDING_DIRECTION = "B"
 Q8_CORRECT_LOSSES = frozenset({"c", "a"})
 '''),
 ]
+
+# issue 10: one stated tolerance (0.1%): 4 significant figures pass, fewer are "close but outside"
+VARIANTS += [
+    Variant("sig-figs-4", "q8a", correct=True, note="every number to 4 significant figures", source='''
+Q8_UNMASKED_PPL = 6.083
+Q8_N_TARGETS = 18
+Q8_ACCUMULATED_LOSS = 2.300
+Q8_LOSS_NATS = 2.426
+Q8_PPL_FROM_BITS = 11.31
+'''),
+    Variant("sig-figs-mixed", "q8a", correct=True, note="integer-valued float, 5 figures, expressions", source='''
+Q8_UNMASKED_PPL = 6.0831
+Q8_N_TARGETS = 18.0
+Q8_ACCUMULATED_LOSS = 92 / 40
+Q8_LOSS_NATS = 2.4260
+Q8_PPL_FROM_BITS = 8 * 2 ** 0.5
+'''),
+    Variant("M69-two-figures", "q8a", note="2 significant figures", expect=("outside the tolerance",), source='''
+Q8_PPL_FROM_BITS = 11.0
+'''),
+    Variant("M69-rounded-loss", "q8a", note="loss in nats rounded to 2.4", expect=("outside the tolerance",), source='''
+Q8_LOSS_NATS = 2.4
+'''),
+]
