@@ -13,12 +13,14 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 SELECTION  := $(if $(HW),COURSEKIT_HW=$(HW)) $(if $(Q),COURSEKIT_QUESTIONS=$(Q))
 TEST_PATHS := $(if $(HW),tests $(wildcard assignments/$(HW)/tests))
 
-.PHONY: all install release release-check test test-slow test-all grade bench clean
+.PHONY: all install release release-check test test-slow test-all test-browser grade bench clean
 
 all: release
 
 # A virtual environment of our own, from pinned requirements; re-created when they change.
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+# System packages (bubblewrap, chromium) come from apt-get when root; otherwise it says what to run.
+$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/install-system-packages.sh
+	scripts/install-system-packages.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -e . --no-deps
@@ -37,13 +39,19 @@ release-check: $(STAMP)
 
 # The default suite (CI runs this): well under 15 minutes on 2 cores.
 test: $(STAMP)
-	$(SELECTION) $(PY) -m pytest -q -m "not slow" $(TEST_PATHS) $(if $(Q),-k "$(Q)")
+	$(SELECTION) $(PY) -m pytest -q -m "not slow and not browser" $(TEST_PATHS) $(if $(Q),-k "$(Q)")
 
 # Slow suites (long-running robustness and benchmark-sized cases).
 test-slow: $(STAMP)
 	$(SELECTION) $(PY) -m pytest -q -m slow $(TEST_PATHS) $(if $(Q),-k "$(Q)")
 
 test-all: test test-slow
+
+# The student flow in JupyterLab, driven in headless Debian chromium by Playwright (CI runs this
+# too); screenshots and check outputs land in artifacts/browser/. Says what to install if missing.
+test-browser: $(STAMP)
+	@$(PY) tests/browser/preflight.py
+	$(SELECTION) $(PY) -m pytest -q -m browser tests/browser
 
 # TA batch grading with HW's autograder zip, every notebook sandboxed, judged from outside:
 #   make grade [HW=<name>] SUBMISSIONS=<folder> OUT=<folder> [FORCE=1] [OTTER=1 (otter's own pass as a column)]

@@ -225,6 +225,7 @@ def start(runner_dir: Path, submission_dir: Path, argv: list[str], *, slot: int,
         cwd = tempfile_workdir(runner_dir, submission_dir)
 
     def child_setup():
+        _die_with_parent()
         high = [os.dup(req_r), os.dup(rep_w)]  # above 4, so moving them to 3 and 4 clobbers nothing of ours
         for fd in (req_r, rep_w):
             os.close(fd)
@@ -248,6 +249,16 @@ def start(runner_dir: Path, submission_dir: Path, argv: list[str], *, slot: int,
     sandbox._reader = threading.Thread(target=_drain, args=(sandbox, process.stdout), daemon=True)
     sandbox._reader.start()
     return sandbox
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: if the examiner worker dies, its sandbox (bwrap, and so everything inside) dies too."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def tempfile_workdir(runner_dir: Path, submission_dir: Path) -> str:

@@ -20,10 +20,10 @@ import os
 import struct
 
 HEADER = struct.Struct(">I")
-MAX_MESSAGE_BYTES = 64 << 20      # one message from a sandbox
+MAX_MESSAGE_BYTES = 24 << 20      # one message from a sandbox (JSON parsing multiplies it in memory)
 MAX_DEPTH = 40
 MAX_ITEMS = 200_000               # containers' elements, all levels together
-MAX_TENSOR_BYTES = 32 << 20       # all tensors of one message together
+MAX_TENSOR_BYTES = 16 << 20       # all tensors of one message together
 MAX_STRING = 1 << 20
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
@@ -126,9 +126,10 @@ def encode(value, extra=None, _depth: int = 0):
     if module == "numpy" and hasattr(value, "dtype") and str(value.dtype) in NUMPY_DTYPES:
         import numpy as np
 
-        arr = np.ascontiguousarray(value)
-        return {"$numpy": {"dtype": str(value.dtype), "shape": list(arr.shape), "scalar": arr.ndim == 0 and
-                           not isinstance(value, np.ndarray), "data": base64.b64encode(arr.tobytes()).decode("ascii")}}
+        arr = np.array(value, copy=True, order="C")  # keeps 0-dim (ascontiguousarray would make it 1-dim)
+        return {"$numpy": {"dtype": str(value.dtype), "shape": list(arr.shape),
+                           "scalar": not isinstance(value, np.ndarray),
+                           "data": base64.b64encode(arr.tobytes()).decode("ascii")}}
     return {"$opaque": str(getattr(kind, "__name__", "object"))[:80]}
 
 

@@ -8,9 +8,9 @@ above the base, change a classmate's row, leak a canary, leave a process or touc
 sandbox. Used by tests/test_attacks.py and bench/tamper_report.py.
 
 Attack code is written with placeholders the test fills in (an attacker who knows the TA's layout):
-@SUBS@ submissions folder, @OUT@ output folder, @REPO@ repository, @TAG@ a per-run tag (files an attack
-drops outside its sandbox are named cka-@TAG@-*), @HOSTUID@ the uid running the grader, @ID@ the attack.
-Every attack notebook names its processes cka-<id> (prctl), so survivors are found by name. Everything is
+@SUBS@ submissions folder, @OUT@ output folder, @REPO@ repository, @TAG@ a per-run tag of 6 hex digits (files
+an attack drops outside its sandbox are named cka-@TAG@-*), @HOSTUID@ the uid running the grader, @ID@ the attack.
+Every attack notebook names its processes cka-<tag>-<id> (prctl), so survivors are found by name. Everything is
 bounded (memory, forks, bytes written, time) so that a broken sandbox cannot take the machine down with it.
 """
 from __future__ import annotations
@@ -137,8 +137,8 @@ def _export_index(nb) -> int:
 
 NAME_PROCESSES = '''
 import ctypes as _cka_ctypes
-try:  # every process of this notebook, and every process it forks, is named cka-<attack>
-    _cka_ctypes.CDLL(None).prctl(15, b"cka-@ID@"[:15], 0, 0, 0)
+try:  # every process of this notebook, and every process it forks, is named cka-<tag>-<attack>
+    _cka_ctypes.CDLL(None).prctl(15, b"cka-@TAG@-@ID@"[:15], 0, 0, 0)
 except Exception:
     pass
 '''
@@ -611,7 +611,7 @@ for _pid in [p for p in os.listdir("/proc") if p.isdigit()]:
         continue
     if int(_pid) in _me or b"pytest" in _cmdline:
         continue
-    if b"COURSEKIT_TEST_BATCH=@TAG@" in _environ or b"cka-" in _cmdline:
+    if b"COURSEKIT_TEST_BATCH=@TAG@" in _environ or b"cka-@TAG@" in _cmdline:
         try:
             os.kill(int(_pid), signal.SIGKILL)
             _killed.append(_pid)
@@ -646,7 +646,7 @@ if os.fork() == 0:
             time.sleep(2)
     os._exit(0)
 import subprocess
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)  # cka-sleeper"], start_new_session=True,
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)  # cka-@TAG@-sleeper"], start_new_session=True,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 ''', "a double-forked setsid daemon that ignores SIGTERM and rewrites OUT and SUBMISSIONS later"),
     Attack("fork-bomb", "processes", "first", _bounded_fork_children('''
@@ -1023,9 +1023,9 @@ BY_ID = {a.id: a for a in ATTACKS}
 assert len(BY_ID) == len(ATTACKS), "duplicate attack ids"
 
 # The representative subset of the default suite: one or more of each class, none that waits for a timeout.
-FAST = ["patch-comparisons", "swap-code-everywhere", "steal-via-sys-executable", "steal-from-classmates",
-        "channel-garbage", "edit-classmates", "kill-batch", "setsid-daemon", "return-proxy",
-        "huge-tensor-returns", "read-everything", "write-outside"]
+FAST = ["patch-comparisons", "swap-code-everywhere", "steal-via-sys-executable", "channel-garbage",
+        "edit-classmates", "kill-batch", "setsid-daemon", "return-proxy", "huge-tensor-returns", "read-everything",
+        "write-outside"]
 # Attacks on otter's own pass: graded with the otter pass on (its column may move; the grade may not).
 OTTER = ["wrap-json-dump", "patch-otter", "gc-steal-reference"]
 

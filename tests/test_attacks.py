@@ -61,9 +61,9 @@ def _dropped_files(ctx: ac.Context) -> list[str]:
     return sorted({p for f in folders for p in glob.glob(f"{f}/cka-{ctx.tag}-*")})
 
 
-def attack_run(root: Path, attacks: list[str], otter_pass: bool, settle_s: float = 0) -> Run:
-    ctx = ac.Context(subs=root / "submissions", out=root / "out", tag=uuid.uuid4().hex[:10])
-    roles = ac.write_corpus(ctx.subs, RELEASE.solution, ctx, attacks)
+def attack_run(root: Path, attacks: list[str], otter_pass: bool, settle_s: float = 0, classmates: int = 2) -> Run:
+    ctx = ac.Context(subs=root / "submissions", out=root / "out", tag=uuid.uuid4().hex[:6])
+    roles = ac.write_corpus(ctx.subs, RELEASE.solution, ctx, attacks, classmates)
     shas = {name: sha256_file(ctx.subs / name) for name in roles}
     alone_subs = root / "alone"
     alone_subs.mkdir()
@@ -74,12 +74,13 @@ def attack_run(root: Path, attacks: list[str], otter_pass: bool, settle_s: float
     assert alone.returncode == 0 and len(alone.rows) == len(list(alone_subs.iterdir())), alone.explain()
 
     subs_before = tree_digest(ctx.subs)
-    batch = grade(ctx.subs, ctx.out, RELEASE.name, otter_pass=otter_pass)
-    leftovers = leftover_processes(batch, markers=("cka-",))
+    batch = grade(ctx.subs, ctx.out, RELEASE.name, otter_pass=otter_pass, tag=ctx.tag)
+    marks = (f"cka-{ctx.tag}",)      # the attacks' process names and command lines
+    leftovers = leftover_processes(batch, marks)
     out_at_return = tree_digest(ctx.out)
     time.sleep(settle_s)  # a daemon that escaped would rewrite OUT or SUBMISSIONS now
     out_later, subs_after = tree_digest(ctx.out), tree_digest(ctx.subs)
-    kill_leftovers(batch, markers=("cka-",))             # clean up (by pid) before asserting anything
+    kill_leftovers(batch, marks)                          # clean up (by pid) before asserting anything
     dropped = _dropped_files(ctx)
     for path in dropped:
         shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
@@ -101,7 +102,8 @@ def assert_batch_completes(run: Run) -> None:
 def assert_scores_at_most_honest(run: Run, attack: str) -> None:
     honest = run.alone_row("base.ipynb")
     row = run.row(f"attack-{attack}.ipynb")
-    assert row["possible"] == honest["possible"], f"{attack}: points per question come from the autograder zip"
+    allowed = (honest["possible"],) if row["status"] == "graded" else (honest["possible"], "", "0")
+    assert row["possible"] in allowed, f"{attack}: possible {row['possible']}; points come from the autograder zip"
     above = {q: (row[q], honest[q]) for q in QUESTIONS if float(row[q] or 0) > float(honest[q] or 0) + 1e-9}
     assert not above, f"{attack} scored above the honest base on {above}; flags: {row['flags']}"
     assert float(row["total"] or 0) <= float(honest["total"]) + 1e-9, (attack, row["total"], honest["total"])
@@ -181,7 +183,7 @@ def test_fast_nothing_leaked(fast):
 
 @pytest.fixture(scope="module")
 def otter_run(tmp_path_factory) -> Run:
-    return attack_run(tmp_path_factory.mktemp("otter-attacks"), ac.OTTER, otter_pass=True)
+    return attack_run(tmp_path_factory.mktemp("otter-attacks"), ac.OTTER, otter_pass=True, classmates=1)
 
 
 def test_attacks_on_otters_pass_move_only_its_column_and_are_flagged(otter_run):

@@ -9,7 +9,7 @@ spreadsheet; a second run must resume from the verified records and regrade a fo
 autograder zip's own entry point (run_otter.py in an emulated /autograder root, as in the Docker image and
 on Gradescope) must agree with the grades.
 
-COURSEKIT_TEST_TIMEOUT (seconds, default 60) is the per-submission limit of the batch.
+COURSEKIT_TEST_TIMEOUT (seconds, default 120) is the per-submission limit of the batch.
 """
 from __future__ import annotations
 
