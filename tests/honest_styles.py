@@ -25,7 +25,9 @@ ASSIGNMENT = "hw07"   # the styles rewrite this assignment's graded functions
 class Style:
     id: str
     note: str
-    replace: str = ""                          # definitions swapped in with harness.inject
+    # definitions swapped in with harness.inject; a helper the notebook lacks lands just before the next
+    # replaced answer in this text, so write each helper before the first answer (in notebook order) using it
+    replace: str = ""
     cells: tuple[tuple[str, str], ...] = ()    # (where, source): "before:NAME", "after:NAME", "end"
 
 
@@ -400,12 +402,6 @@ def matmul_shape(a, b):
     return broadcast_shape(a[:-2], b[:-2]) + (a[-2], b[-1])
 '''),
     Style("closures-and-factories", "graded functions made by factories, closing over their settings", replace='''
-def make_shift(offset=1):
-    def shift(x):
-        return x[:, :-offset], x[:, offset:]
-    return shift
-
-
 def make_counter(copies_when_trained):
     def count(model):
         return sum(p.numel() * p.element_size() * (copies_when_trained if p.requires_grad else 1)
@@ -413,8 +409,16 @@ def make_counter(copies_when_trained):
     return count
 
 
-shift_for_next_token = make_shift(1)
 adam_static_bytes = make_counter(4)
+
+
+def make_shift(offset=1):
+    def shift(x):
+        return x[:, :-offset], x[:, offset:]
+    return shift
+
+
+shift_for_next_token = make_shift(1)
 '''),
     Style("generator-expressions", "sums over generator expressions; a generator inside a graded function",
           replace='''

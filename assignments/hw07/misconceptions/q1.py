@@ -377,14 +377,14 @@ def train_step(model, optimizer, loss_fn, x, y):
     optimizer.step()
     return float(loss.detach())
 '''),
-    Variant("switches-adam-tuples", "q1", correct=True, note="tuples and sets built from lists", source='''
-SWITCHES = dict([
-    ("model.eval()", {"forward behavior"}),
-    ("model.train()", set(["forward behavior"])),
-    ("torch.no_grad()", {"graph recording"}),
-    ("optimizer.zero_grad(set_to_none=True)", {"gradient buffers"}),
-    ("loss.backward()", {"gradient buffers"}),
-    ("optimizer.step()", {"optimizer state", "parameters"}),
-])
+    Variant("switches-adam-tuples", "q1", correct=True, note="keys in another order", source='''
+SWITCHES = {
+    "optimizer.step()": {"optimizer state", "parameters"},
+    "loss.backward()": {"gradient buffers"},
+    "optimizer.zero_grad(set_to_none=True)": {"gradient buffers"},
+    "torch.no_grad()": {"graph recording"},
+    "model.train()": {"forward behavior"},
+    "model.eval()": {"forward behavior"},
+}
 '''),
 ]

@@ -175,3 +175,93 @@ def checkpointed_forward(blocks, x):
     return checkpoint(run, x, use_reentrant=False)
 '''),
 ]
+
+# issue 10: the goal is the full-batch mean loss (MSE on (B, k) targets too); detaching between
+# checkpointed blocks is named as such, not blamed on use_reentrant
+VARIANTS += [
+    Variant("M53-sum-over-n", "q5", note="reduction='sum' / N (wrong for (B, k) targets)", expect=("share",),
+            source='''
+def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
+    total = 0.0
+    for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):
+        loss = loss_fn(model(xb), yb, reduction="sum") / len(x)
+        loss.backward()
+        total += loss.item()
+    return total
+'''),
+    Variant("M53-sum-times-share", "q5", note="sum per microbatch over len(xb), times len(xb)/N",
+            expect=("share",), source='''
+def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
+    n, total = x.shape[0], 0.0
+    for start in range(0, n, micro_batch_size):
+        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]
+        loss = loss_fn(model(xb), yb, reduction="sum") / len(xb) * (len(xb) / n)
+        loss.backward()
+        total += float(loss)
+    return total
+'''),
+    Variant("share-by-numel", "q5", correct=True, note="sum over all elements divided by y.numel()", source='''
+def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
+    total = 0.0
+    per_example = y[0].numel()
+    for xb, yb in zip(torch.split(x, micro_batch_size), torch.split(y, micro_batch_size)):
+        if per_example > 1 or yb.dtype.is_floating_point:
+            loss = loss_fn(model(xb), yb, reduction="sum") / (len(x) * per_example)
+        else:
+            loss = loss_fn(model(xb), yb, reduction="sum") / len(x)
+        loss.backward()
+        total += loss.item()
+    return total
+'''),
+    Variant("share-index-loop", "q5", correct=True, note="index ranges, float64 share, tensor total", source='''
+def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
+    N = len(x)
+    total = torch.zeros((), dtype=torch.float64)
+    starts = list(range(0, N, micro_batch_size))
+    for s in starts:
+        e = min(s + micro_batch_size, N)
+        share = (e - s) / N
+        loss = loss_fn(model(x[s:e]), y[s:e])
+        (loss * share).backward()
+        total += loss.detach().double() * share
+    return total.item()
+'''),
+    Variant("M57-detach-between", "q5", note="detaches each block's output", expect=("detach",), source='''
+def checkpointed_forward(blocks, x):
+    for block in blocks:
+        x = checkpoint(block, x.detach(), use_reentrant=False)
+    return x
+'''),
+    Variant("M57-rebuilt-tensor", "q5", note="rebuilds the tensor from its values between blocks",
+            expect=("detach",), source='''
+def checkpointed_forward(blocks, x):
+    h = x
+    for i, block in enumerate(blocks):
+        if i > 0:
+            h = h.clone().detach().requires_grad_(False)
+        h = checkpoint(block, h, use_reentrant=False)
+    return h
+'''),
+    Variant("M56-reentrant-explicit", "q5", note="use_reentrant=True spelled out", expect=("use_reentrant=False",),
+            source='''
+def checkpointed_forward(blocks, x):
+    out = x
+    for block in blocks:
+        out = checkpoint(block, out, use_reentrant=True)
+    return out
+'''),
+    Variant("ckpt-while-iter", "q5", correct=True, note="iterator and a while loop, preserve_rng_state off", source='''
+def checkpointed_forward(blocks, x):
+    it = iter(blocks)
+    while True:
+        block = next(it, None)
+        if block is None:
+            return x
+        x = checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
+'''),
+    Variant("ckpt-functools-reduce", "q5", correct=True, note="functools.reduce over the blocks", source='''
+def checkpointed_forward(blocks, x):
+    import functools
+    return functools.reduce(lambda h, block: checkpoint(block, h, use_reentrant=False), list(blocks), x)
+'''),
+]

@@ -154,3 +154,59 @@ def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
     return total / n.item()
 '''),
 ]
+
+# issue 10: dividing each microbatch mean by K is named as that
+_ACC_HEAD = '''
+def accumulate_lm_gradients(model, batch, micro_batch_size, pad_id):
+    inputs, targets = batch[:, :-1], batch[:, 1:]
+    chunks = list(zip(inputs.split(micro_batch_size), targets.split(micro_batch_size)))
+    K = len(chunks)
+    total = 0.0
+    for xb, yb in chunks:
+        logits = model(xb)
+        V = logits.shape[-1]
+'''
+VARIANTS += [
+    Variant("M30-mean-over-k", "q6", note="each microbatch's token mean divided by K", expect=("number of microbatches",),
+            source=_ACC_HEAD + '''
+        loss = F.cross_entropy(logits.reshape(-1, V), yb.reshape(-1),
+                               ignore_index=-100 if pad_id is None else pad_id) / K
+        loss.backward()
+        total += loss.item()
+    return total
+'''),
+    Variant("M30-mean-over-k-masked", "q6", note="masked mean per microbatch, averaged over microbatches",
+            expect=("number of microbatches",), source=_ACC_HEAD + '''
+        mask = torch.ones_like(yb, dtype=torch.bool) if pad_id is None else yb != pad_id
+        nll = -torch.log_softmax(logits, -1).gather(-1, yb.unsqueeze(-1)).squeeze(-1)
+        loss = (nll[mask].sum() / mask.sum().clamp(min=1)) / K
+        loss.backward()
+        total += loss.item()
+    return total
+'''),
+    Variant("acc-global-count-sum", "q6", correct=True, note="count first, reduction='sum', int division guard",
+            source=_ACC_HEAD + '''
+        if pad_id is None:
+            n_all = targets.numel()
+            s = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum")
+        else:
+            n_all = int((targets != pad_id).sum())
+            s = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum", ignore_index=pad_id)
+        (s / n_all).backward()
+        total += s.item() / n_all
+    return total
+'''),
+    Variant("acc-token-share", "q6", correct=True, note="microbatch token mean weighted by its token share",
+            source=_ACC_HEAD + '''
+        real = torch.ones_like(yb, dtype=torch.bool) if pad_id is None else yb != pad_id
+        n_real_all = targets.numel() if pad_id is None else (targets != pad_id).sum().item()
+        n_here = int(real.sum())
+        if n_here == 0:
+            continue
+        nll = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none")
+        mean_here = nll[real].mean()
+        (mean_here * (n_here / n_real_all)).backward()
+        total += mean_here.item() * n_here / n_real_all
+    return total
+'''),
+]

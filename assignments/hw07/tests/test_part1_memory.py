@@ -217,7 +217,7 @@ def test_memory_checks_catch_what_the_numbers_cannot(variant_id):
 
 @pytest.mark.parametrize("variant_id", ["inference_mode", "tensor-sum-no_grad", "mean-times-fraction",
                                         "checkpoint_sequential", "timeline-default-device",
-                                        "storage-cdata-with-params"])
+                                        "saved-param-ptrs"])
 def test_memory_checks_accept_correct_alternatives(variant_id):
     variant = CATALOGUE[variant_id]
     assert variant.correct
