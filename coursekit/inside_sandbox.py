@@ -74,7 +74,7 @@ class Rebuilder:
         self.params: dict[int, object] = {}
         self.optimizers: dict[int, object] = {}
         self.tensors: dict[int, object] = {}
-        self.grads_before: dict[int, int] = {}
+        self.grads_before: dict[int, object] = {}
         self.steps: dict[int, int] = {}
 
     def _import(self, path: str, *, modules_ok: bool):
@@ -127,13 +127,13 @@ class Rebuilder:
         module.__dict__.update(child(body["attrs"]))
         module.training = bool(body["training"])
         for name, spec in body["params"].items():
-            if spec is None:
-                module._parameters[name] = None
+            if spec is None or "shared" in spec:  # a parameter tied to one rebuilt earlier
+                module._parameters[name] = None if spec is None else self.params[spec["shared"]]
                 continue
             p = torch.nn.Parameter(child(spec["value"]), requires_grad=bool(spec["requires_grad"]))
             if spec.get("grad") is not None:
                 p.grad = child(spec["grad"])
-                self.grads_before[spec["id"]] = id(p.grad)
+                self.grads_before[spec["id"]] = p.grad  # the object, not its id: a freed id is reused
             module._parameters[name] = p
             self.params[spec["id"]] = p
         for name, value in body["buffers"].items():
@@ -160,7 +160,7 @@ class Rebuilder:
                 if p is None or pid is None:
                     continue
                 params[name] = {"value": p, "grad": p.grad,
-                                "grad_same": p.grad is not None and id(p.grad) == self.grads_before.get(pid)}
+                                "grad_same": p.grad is not None and p.grad is self.grads_before.get(pid)}
             modules[str(ref)] = {"training": module.training, "params": params,
                                  "buffers": {k: v for k, v in module._buffers.items()},
                                  "attrs": {k: v for k, v in module.__dict__.items() if not k.startswith("_")
@@ -242,9 +242,11 @@ class Server:
         except Exception as exc:
             raise _SetupError(f"{type(exc).__name__}: {exc}") from None
         try:
-            return {"ok": self.encode(procedure(self.ns.get(request["name"]), *args, **kwargs))}
+            reply = {"ok": self.encode(procedure(self.ns.get(request["name"]), *args, **kwargs))}
         except BaseException as exc:
-            return {"raised": _exception(exc)}
+            reply = {"raised": _exception(exc)}
+        reply["state"] = self.encode(rebuilder.state())  # procedures run the student's code on the arguments too
+        return reply
 
     def backward(self, request) -> dict:
         import torch

@@ -181,7 +181,10 @@ class _Encoder:
             if p is None:
                 params[name] = None
                 continue
-            pid, _ = self._ref(p)
+            pid, known = self._ref(p)
+            if known:  # tied: the same Parameter in two places stays one Parameter in the sandbox
+                params[name] = {"shared": pid}
+                continue
             self.params[pid] = p
             params[name] = {"id": pid, "value": wire.encode_tensor(p), "requires_grad": p.requires_grad,
                             "grad": None if p.grad is None else wire.encode_tensor(p.grad)}

@@ -7,14 +7,14 @@ VARIANTS = [
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
     total = 0
     for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)):
-        total = total + loss_fn(model(xb), yb, reduction="sum") / len(x)
+        total = total + loss_fn(model(xb), yb) * (len(xb) / len(x))
     total.backward()
     return total.item()
 '''),
     Variant("M18-list", "q5", note="losses kept in a list, one backward on their sum",
             expect=("grows with the number of microbatches",), source='''
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
-    losses = [loss_fn(model(xb), yb, reduction="sum") for xb, yb in
+    losses = [loss_fn(model(xb), yb) * len(xb) for xb, yb in
               zip(x.split(micro_batch_size), y.split(micro_batch_size))]
     loss = torch.stack(losses).sum() / len(x)
     loss.backward()

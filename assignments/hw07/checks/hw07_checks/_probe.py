@@ -7,7 +7,7 @@ kernel may already hold as ``sys.modules["memprobe"]``). In the repository
 (tests) that copy does not exist and the master in ``assignments/hw07/files``
 is loaded under a private module name instead.
 
-Honest memory tests (see shared/MEMORY_MEASUREMENT.md):
+Honest memory tests (see docs/MEMORY_MEASUREMENT.md):
 - the student's function and the reference are measured by the same probe, in
   the same process, on the same inputs; assertions use ratios, slopes or exact
   structural quantities with margins, never absolute thresholds;
