@@ -275,8 +275,6 @@ for _name, _module in list(sys.modules.items()):
                     _swapped += 1
                 except Exception:
                     pass
-for _path in [p for p in sys.path if p]:
-    pass
 try:
     import hw07_checks, hw07_checks._common as _c
     for _m in list(sys.modules.values()):
@@ -536,7 +534,7 @@ for _zip in glob.glob("@REPO@/autograder/hw07/*.zip") + glob.glob("/tmp/*/*.zip"
         pass
 for _root in _roots:
     if os.path.isdir(os.path.join(_root, "hw07_checks")):
-        sys.path.insert(0, _root)
+        sys.path[:0] = [_root]
         try:
             from hw07_checks import q1 as _q1
             evaluate = _q1._reference_evaluate
@@ -1028,6 +1026,8 @@ FAST = ["patch-comparisons", "swap-code-everywhere", "steal-via-sys-executable",
         "write-outside"]
 # Attacks on otter's own pass: graded with the otter pass on (its column may move; the grade may not).
 OTTER = ["wrap-json-dump", "patch-otter", "gc-steal-reference"]
+assert not [a for a in FAST + OTTER if BY_ID[a].slow], "the default suite waits for no timeout"
+assert {BY_ID[a].kind for a in FAST} == {a.kind for a in ATTACKS}, "the fast subset covers every class"
 
 
 def write_corpus(folder: Path, solution_path: Path, ctx: Context, attacks: list[str],

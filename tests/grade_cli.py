@@ -79,12 +79,15 @@ class Batch:
     def feedback(self, id_: str) -> str:
         return (self.out / "feedback" / f"{id_}.md").read_text(encoding="utf-8")
 
+    def records(self) -> list[dict]:
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.out / "records").glob("*.json"))]
+
     def records_by_sha(self) -> dict[str, dict]:
-        found = {}
-        for path in (self.out / "records").glob("*.json"):
-            record = json.loads(path.read_text(encoding="utf-8"))
-            found[record["sha256"]] = record
-        return found
+        return {r["sha256"]: r for r in self.records() if r.get("sha256")}
+
+    def records_by_file(self) -> dict[str, dict]:
+        """Records by the submitted name as the grader shows it (files it never read may have no sha256)."""
+        return {r["file"]: r for r in self.records()}
 
     def row_for_sha(self, sha: str) -> dict:
         """The row of the submission whose bytes have this sha256 (any file name works)."""

@@ -170,7 +170,7 @@ def make_corpus(folder: Path, solution: Path, student: Path) -> dict[str, Expect
         zf.writestr(".OTTER_LOG", b"\x80\x04not really a pickle")
     cases["export.zip"] = GRADED_FULL
     _zip_bomb(folder / "zip bomb.zip", nb_name)
-    cases["zip bomb.zip"] = Expect(("error", "not graded"), "none", r"large|size|limit|bomb|exceed|cap")
+    cases["zip bomb.zip"] = Expect(("error", "not graded"), "none", r"large|size|limit|bomb|exceed|cap|more than|expands")
     _many_entries(folder / "200k entries.zip", nb_name, nbformat.writes(_labelled(sol, "200k entries")))
     cases["200k entries.zip"] = Expect(("error", "not graded"), "none", r"entries|too many|limit|exceed|cap")
 

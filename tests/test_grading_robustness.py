@@ -37,9 +37,9 @@ def batch(assignment, tmp_path_factory):
     shas = {name: sha256_file(root / "submissions" / name) for name in cases}
     graded = grade(root / "submissions", root / "out", release.name)
     assert graded.returncode == 0, graded.explain()
-    records = graded.records_by_sha()
+    by_sha, by_file = graded.records_by_sha(), graded.records_by_file()
     return {"root": root, "cases": cases, "shas": shas, "batch": graded, "release": release,
-            "records": {name: records.get(sha) for name, sha in shas.items()}}
+            "records": {name: by_sha.get(sha) or by_file.get(name) for name, sha in shas.items()}}
 
 
 def _row(batch, name):

@@ -20,7 +20,9 @@ _PATH = pathlib.Path(__file__).resolve().parents[1] / "files" / "memprobe.py"
 _spec = importlib.util.spec_from_file_location("memprobe", _PATH)
 memprobe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(memprobe)
-MemoryProbe, saved_tensor_bytes = memprobe.MemoryProbe, memprobe.saved_tensor_bytes
+MemoryProbe = memprobe.MemoryProbe
+# the saved-bytes count is the checks' own (not shipped: it would answer q4)
+from hw07_checks._probe import saved_tensor_bytes  # noqa: E402
 
 P = 2_102_272
 UNIT = 64 * 256 * 4  # 65,536 B
