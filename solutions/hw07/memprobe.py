@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["MemoryProbe", "saved_tensor_bytes"]
+__all__ = ["MemoryProbe"]
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 
 
@@ -234,33 +234,3 @@ class MemoryProbe:
     def _check(self):
         if not self._inside:
             raise RuntimeError("use the probe inside its `with MemoryProbe(...)` block")
-
-
-def saved_tensor_bytes(fn, *args, **kwargs):
-    """Run ``fn(*args, **kwargs)``; return ``(result, bytes saved for backward)``.
-
-    Counts the tensors autograd saves for the backward pass while ``fn`` runs,
-    each storage once, leaving out parameters (leaf tensors that require
-    grad, and views of them): they are in memory anyway. Under ``no_grad``
-    nothing is saved. Blind inside ``checkpoint(..., use_reentrant=False)``:
-    checkpoint's own hooks take over there, so only what checkpoint keeps
-    (each block's inputs) is counted. To see everything a checkpointed
-    forward keeps alive, measure ``live_bytes()`` after it with a
-    ``MemoryProbe``.
-    """
-    seen, total = set(), [0]
-
-    def pack(t):
-        base = t if t._base is None else t._base
-        s = _storage(t)
-        if s is not None and not (base.is_leaf and base.requires_grad):
-            key = s._cdata
-            if key not in seen:  # forget it once freed: its address may be reused
-                seen.add(key)
-                total[0] += s.nbytes()
-                weakref.finalize(s, seen.discard, key).atexit = False
-        return t.detach()  # returning t itself would leak the graph (pytorch#115255)
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        result = fn(*args, **kwargs)
-    return result, total[0]
