@@ -1,6 +1,6 @@
 """Throughput of `coursekit grade` (sandbox + examiner) against serial `otter run`, and what each pass costs.
 
-    .venv/bin/python bench/grading_benchmark.py [--hw hw07] [--count 40] [--jobs 2] [--skip-otter-run]
+    .venv/bin/python bench/grading_benchmark.py [--hw NAME] [--count 40] [--jobs 2] [--skip-otter-run]
 
 Builds COUNT submissions from the committed release (the solution, the untouched stubs and the
 misconception catalogue's variants injected into the solution), then grades the same folder

@@ -122,6 +122,10 @@ def init_worker(zip_path: str, slot_counter, use_sandbox: bool, limits: sandbox.
     if autograder.checks_package:
         importlib.import_module(autograder.checks_package)
     questions = otter_adapter.load_questions(autograder.tests_dir)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the checks collect garbage before every memory reading: skip this long-lived heap each time
     _worker.update(autograder=autograder, questions=questions, slot=slot, use_sandbox=use_sandbox, limits=limits)
 
 

@@ -16,6 +16,8 @@ output capped (stdout and stderr together).
 """
 from __future__ import annotations
 
+import atexit
+import multiprocessing.util
 import os
 import resource
 import shutil
@@ -142,14 +144,38 @@ class _Cgroup:
                 pass
 
     def remove(self) -> None:
-        for path in self.paths:
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except OSError:
-                    self.kill_all()
-                    time.sleep(0.02)
+        """rmdir once (processes just killed may still be exiting); what is busy is retried next time and at exit."""
+        self.kill_all()
+        _PENDING.extend(self.paths)
+        self.paths = []
+        _remove_pending()
+
+
+_PENDING: list[Path] = []
+
+
+def _remove_pending() -> None:
+    for path in list(_PENDING):
+        try:
+            path.rmdir()
+            _PENDING.remove(path)
+        except FileNotFoundError:
+            _PENDING.remove(path)
+        except OSError:
+            pass
+
+
+def _remove_pending_at_exit() -> None:
+    for _ in range(100):
+        _remove_pending()
+        if not _PENDING:
+            return
+        time.sleep(0.05)
+
+
+atexit.register(_remove_pending_at_exit)
+# a multiprocessing worker leaves with os._exit, skipping atexit; its finalizers still run
+multiprocessing.util.Finalize(None, _remove_pending_at_exit, exitpriority=10)
 
 
 def _own_cgroup(controller: str) -> str:

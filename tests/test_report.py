@@ -91,7 +91,7 @@ def make_record(i: int) -> dict:
             q["score"] += score
             q["possible"] += points
     total = sum(t["score"] for t in tests)
-    return {"schema": 1, "assignment": "hw07", "file": name, "id": f"s{i:02d}", "sha256": "0" * 64,
+    return {"schema": 1, "assignment": "demo", "file": name, "id": f"s{i:02d}", "sha256": "0" * 64,
             "status": status, "detail": detail, "total": total, "possible": sum(p for _, _, p in TESTS),
             "otter_total": total if status == "graded" else None, "questions": questions, "tests": tests,
             "flags": FLAGS.get(i, []), "seconds": {"examiner": 2.0 + i * 0.25, "otter": 3.0, "total": 5.0 + i * 0.5},
