@@ -68,6 +68,7 @@ def otter_run_all(paths: list[Path], zip_path: Path, out: Path) -> tuple[float, 
     cpu, start = children_cpu(), time.monotonic()
     for path in paths:
         target = out / path.stem
+        target.mkdir(parents=True)
         subprocess.run([PY, "-m", "otter", "run", "-a", str(zip_path), "-o", str(target), str(path)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
         results = target / "results.json"

@@ -111,7 +111,9 @@ _worker: dict = {}
 
 def init_worker(zip_path: str, slot_counter, use_sandbox: bool, limits: sandbox.Limits) -> None:
     """Runs once per worker process: unpack and import the checks (before any sandbox exists)."""
-    import torch  # noqa: F401  (imported once, not per submission)
+    import torch  # imported once, not per submission
+
+    torch.set_num_threads(1)  # the checks' tensors are small: thread hand-offs cost more than they save
 
     with slot_counter.get_lock():
         slot = slot_counter.value

@@ -27,6 +27,7 @@ def main() -> None:
     zip_path, notebook, source = sys.argv[1:4]
     for entry in os.scandir(source):
         (shutil.copytree if entry.is_dir() else shutil.copy)(entry.path, os.path.join(os.getcwd(), entry.name))
+    os.makedirs("otter_out", exist_ok=True)
     subprocess.run([sys.executable, "-m", "otter", "run", "-a", zip_path, "-o", "otter_out", notebook],
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = None
