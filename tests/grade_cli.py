@@ -118,6 +118,9 @@ def grade(subs: Path, out: Path, hw: str, *, jobs: int = 2, timeout: float = TIM
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         stderr += f"\n[test] killed after {limit_s:.0f} s"
+    except BaseException:  # an interrupted test run takes its batch with it
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     batch = Batch(subs, out, proc.returncode, time.monotonic() - start, stdout, stderr, tag, started_ticks)
     csv_path = out / "grades.csv"
     if csv_path.exists():

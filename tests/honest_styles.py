@@ -46,8 +46,10 @@ def build(solution: nbformat.NotebookNode, style: Style) -> nbformat.NotebookNod
     nb = inject(solution, style.replace) if style.replace.strip() else copy.deepcopy(solution)
     for where, source in style.cells:
         kind, _, name = where.partition(":")
-        index = {"before": lambda: _defining_cell(nb, name), "after": lambda: _defining_cell(nb, name) + 1,
-                 "end": lambda: _export_cell(nb)}[kind]()
+        if kind == "end":
+            index = _export_cell(nb)
+        else:
+            index = _defining_cell(nb, name) + (kind == "after")
         nb.cells.insert(index, nbformat.v4.new_code_cell(source.strip("\n")))
     return nb
 
@@ -424,7 +426,7 @@ shift_for_next_token = make_shift(1)
           replace='''
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=F.cross_entropy):
     def one(xb, yb):
-        loss = loss_fn(model(xb), yb, reduction="sum") / len(x)
+        loss = loss_fn(model(xb), yb) * (len(xb) / len(x))  # the microbatch mean, weighted by its share
         loss.backward()
         return loss.item()
     return sum(one(xb, yb) for xb, yb in zip(x.split(micro_batch_size), y.split(micro_batch_size)))
@@ -606,7 +608,7 @@ surprisal_bits = Surprisal()
 def accumulate_gradients(model, x, y, micro_batch_size, loss_fn=cross_entropy):
     total = 0.0
     for xb, yb in zip(split(x, micro_batch_size), split(y, micro_batch_size)):
-        loss = loss_fn(model(xb), yb, reduction="sum") / x.shape[0]
+        loss = loss_fn(model(xb), yb) * (xb.shape[0] / x.shape[0])
         loss.backward()
         total += loss.item()
     return total

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from grade_cli import PYTHON, REPO, Release, check_csv_cells, grade, leftover_processes, question_names, sha256_file
+from grade_cli import (FIXED_COLUMNS, PYTHON, REPO, TRAILING_COLUMNS, Release, check_csv_cells, grade,
+                       leftover_processes, question_names, sha256_file)
 from grading_corpus import CASE_NAMES, DASH_NAME, FORMULA_NAME, NON_UTF8_NAME, ORPHAN_SLEEP, UNICODE_NAME, make_corpus
 
 
@@ -55,7 +56,7 @@ def test_a_row_and_a_record_for_every_file(batch):
 def test_csv_layout(batch):
     header = (batch["root"] / "out" / "grades.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     questions = question_names(batch["release"].autograder)
-    assert header == ["file", "id", "status", *questions, "total", "possible", "otter_total", "flags"]
+    assert header == [*FIXED_COLUMNS, *questions, *TRAILING_COLUMNS]
 
 
 @pytest.mark.parametrize("name", CASE_NAMES, ids=lambda n: n.encode("ascii", "backslashreplace").decode())
