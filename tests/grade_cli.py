@@ -1,6 +1,6 @@
 """Driving `python -m coursekit grade` the way a TA does, and reading back what it wrote.
 
-Shared by the grading tests (honest styles, attacks, bad inputs) and bench/tamper_report.py. Only the
+Shared by the grading tests (honest styles, attacks, bad inputs) and assignments/<hw>/tests/tamper_report.py. Only the
 command line and the documented outputs are used (docs/GRADE_RECORDS.md): grades.csv, records/<id>.json,
 feedback/<id>.md. Every batch runs with COURSEKIT_TEST_BATCH=<tag> in its environment, so the processes it
 starts can be found afterwards (`leftover_processes`).

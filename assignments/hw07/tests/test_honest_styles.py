@@ -1,9 +1,9 @@
 """Every honest way of writing a correct answer keeps full marks, with no flag.
 
-The styles (tests/honest_styles.py: helper classes, dataclasses, nn.Module subclasses, lambdas, partials,
+The styles (honest_styles.py: helper classes, dataclasses, nn.Module subclasses, lambdas, partials,
 decorators, computed globals, helpers in other cells, closures, recursion, prints, a failing experiment
 cell, ...) are graded in ONE batch through `python -m coursekit grade`, as a TA runs it, without otter's
-in-kernel pass (each style also scores 73/73 under plain `otter run`: `python tests/honest_styles.py --otter`).
+in-kernel pass (each style also scores 73/73 under plain `otter run`: `PYTHONPATH=tests python assignments/hw07/tests/honest_styles.py --otter`).
 """
 from __future__ import annotations
 

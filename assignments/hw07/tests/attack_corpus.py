@@ -5,7 +5,7 @@ question has points to win; its honest score is what grading it without any atta
 is that base plus one technique (ATTACKS), in the classes of issue 9: raising the score, harming
 classmates, leaking grader files, outliving the batch, and knocking the host over. No attack may score
 above the base, change a classmate's row, leak a canary, leave a process or touch a file outside its
-sandbox. Used by tests/test_attacks.py and bench/tamper_report.py.
+sandbox. Used by test_attacks.py and tamper_report.py beside it.
 
 Attack code is written with placeholders the test fills in (an attacker who knows the TA's layout):
 @SUBS@ submissions folder, @OUT@ output folder, @REPO@ repository, @TAG@ a per-run tag of 6 hex digits (files

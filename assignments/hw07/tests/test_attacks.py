@@ -1,6 +1,6 @@
 """Attacks on the grader do not pay, do not touch classmates, and do not outlive or topple the batch.
 
-Each attack notebook (tests/attack_corpus.py) is a base with known wrong answers plus one technique. The
+Each attack notebook (attack_corpus.py) is a base with known wrong answers plus one technique. The
 base and two honest full-mark classmates are first graded alone; then everything is graded in ONE batch
 through `python -m coursekit grade`, as a TA runs it. Pass conditions (issue 9):
 - no attack scores above the base's honest score, per question and in total;

@@ -4,8 +4,8 @@ Every style is the committed solution notebook with some graded answers rewritte
 (helper classes, dataclasses, lambdas, partials, decorators, computed globals, helpers in other cells,
 closures, recursion, ...), and sometimes an extra cell of the kind students leave in (prints, plots,
 a failed experiment). `write_styles(folder, solution)` writes one notebook per style and returns
-{file name: Style}. Used by tests/test_honest_styles.py; every style also scores 73/73 under plain
-`otter run` (see `python tests/honest_styles.py --otter`).
+{file name: Style}. Used by test_honest_styles.py; every style also scores 73/73 under plain
+`otter run` (see `PYTHONPATH=tests python assignments/hw07/tests/honest_styles.py --otter`).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Print the attack corpus table: per attack, the grade, otter's in-kernel column and the flags.
 
-    .venv/bin/python bench/tamper_report.py [--only id,id,...] [--no-otter-pass] [--settle 30]
+    PYTHONPATH=tests .venv/bin/python assignments/hw07/tests/tamper_report.py [--only id,...] [--no-otter-pass] [--settle 30]
 
-Every notebook is the base (known wrong answers, tests/attack_corpus.py) plus one attack, graded in one
+Every notebook is the base (known wrong answers, attack_corpus.py beside this file) plus one attack, graded in one
 `python -m coursekit grade` batch with the base and two honest classmates, after those three were graded
-alone. Figures only; tests/test_attacks.py asserts the same conditions.
+alone. Figures only; test_attacks.py beside it asserts the same conditions.
 """
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import attack_corpus as ac  # noqa: E402
 from test_attacks import QUESTIONS, attack_run  # noqa: E402
