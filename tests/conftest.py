@@ -39,14 +39,19 @@ def assignment(request) -> build.Assignment:
 
 
 @pytest.fixture(scope="session")
-def fresh_builds(assignment, tmp_path_factory) -> tuple[Path, Path]:
-    """Two independent full builds (solutions executed) into temporary folders."""
-    roots = []
-    for label in ("first", "second"):
-        root = tmp_path_factory.mktemp(f"build-{assignment.name}-{label}")
-        build.build(assignment, out_root=root, log=lambda *_: None)
-        roots.append(root)
-    return roots[0], roots[1]
+def fresh_build(assignment, tmp_path_factory) -> Path:
+    """A full build (solutions executed) into a temporary folder."""
+    root = tmp_path_factory.mktemp(f"build-{assignment.name}-first")
+    build.build(assignment, out_root=root, log=lambda *_: None)
+    return root
+
+
+@pytest.fixture(scope="session")
+def second_build(assignment, tmp_path_factory) -> Path:
+    """Another, independent full build (for the determinism test)."""
+    root = tmp_path_factory.mktemp(f"build-{assignment.name}-second")
+    build.build(assignment, out_root=root, log=lambda *_: None)
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -107,7 +107,7 @@ def grade(subs: Path, out: Path, hw: str, *, jobs: int = 2, timeout: float = TIM
     The command and everything it starts see COURSEKIT_TEST_BATCH=<tag> in their environment."""
     tag = tag or uuid.uuid4().hex[:12]
     cmd = [str(PYTHON), "-m", "coursekit", "grade", str(subs), "--out", str(out), "--hw", hw, "--jobs", str(jobs),
-           "--timeout", f"{timeout:g}", *([] if otter_pass else ["--no-otter-pass"]), *extra]
+           "--timeout", f"{timeout:g}", *(["--otter-pass"] if otter_pass else ["--no-otter-pass"]), *extra]
     env = {**os.environ, "COURSEKIT_TEST_BATCH": tag}
     started_ticks, start = _clock_ticks_now(), time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -186,6 +186,7 @@ def otter_run(tmp_path_factory) -> Run:
     return attack_run(tmp_path_factory.mktemp("otter-attacks"), ac.OTTER, otter_pass=True, classmates=1)
 
 
+@pytest.mark.slow  # the default suite checks otter's pass on the release (tests/test_release.py)
 def test_attacks_on_otters_pass_move_only_its_column_and_are_flagged(otter_run):
     assert_batch_completes(otter_run)
     assert_classmates_unchanged(otter_run)
