@@ -28,13 +28,13 @@ import time
 import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 
-from part1_solution import CHECKS, MEMORY_CHECKS, catalogue, defined_names, run_check  # noqa: E402
+from part1_solution import CHECKS, MEMORY_CHECKS, catalogue, defined_names, failed_checks, run_check  # noqa: E402
 from part1_solution import solution_namespace as namespace  # noqa: E402
 from hw07_checks import _probe, q1, q4, q5  # noqa: E402
 import torch  # noqa: E402
 
 MEMORY_ONLY = ["M4", "M4-kept-losses", "M18", "M18-list", "M23", "M23-plain", "M17", "M17-probe-per-step",
-               "identity-pack-leak"]
+               "M46-identity-pack-leak"]
 
 
 def figures(label: str, ns: dict, which=("evaluate", "accumulation", "checkpoint", "timeline", "leak")) -> None:
@@ -102,13 +102,7 @@ def main(argv=None) -> int:
     print("\n== variants ==")
     for vid in chosen:
         variant = variants[vid]
-        ns = namespace(variant.source)
-        failed = []
-        for name in defined_names(variant.source):
-            for check in CHECKS[name]:
-                message = run_check(check, ns[name])
-                if message is not None:
-                    failed.append((check, message))
+        failed = failed_checks(variant)
         text = " ".join(m for _, m in failed).lower()
         if variant.correct:
             ok = not failed
@@ -126,7 +120,7 @@ def main(argv=None) -> int:
             problems.append(f"variant {vid} not graded as expected")
     print("\n== figures, memory-only misconceptions ==")
     for vid, which in (("M4", "evaluate"), ("M18", "accumulation"), ("M23", "checkpoint"), ("M17", "timeline"),
-                       ("identity-pack-leak", "leak")):
+                       ("M46-identity-pack-leak", "leak")):
         figures(vid, namespace(variants[vid].source), which=(which,))
 
     print(f"\n{len(problems)} problem(s) in {time.perf_counter() - start:.1f} s")

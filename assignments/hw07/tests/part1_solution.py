@@ -95,3 +95,10 @@ def run_check(check, value) -> str | None:
     except CheckFailure as exc:
         return str(exc)
     return None
+
+
+def failed_checks(variant: Variant) -> list[tuple[object, str]]:
+    """(check, message) for every check of the names a variant replaces that fails on the variant."""
+    ns = solution_namespace(variant.source)
+    return [(check, message) for name in defined_names(variant.source) for check in CHECKS.get(name, ())
+            if (message := run_check(check, ns[name])) is not None]
